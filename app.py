@@ -1,0 +1,214 @@
+"""Baton's application factory: configuration, database, endpoints, command line, workers.
+
+``create_app`` is the only reader of configuration (environment variables, or a dict in tests);
+it builds the objects that need settings and hands the values to them.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import click
+from flask import Flask
+from flask_migrate import Migrate, upgrade
+
+from engine import jobs
+from engine.db import configure_sqlite, db
+
+ROOT = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Every setting, its environment variable and its default (docs/operations.md lists them)."""
+
+    database_url: str = f"sqlite:///{ROOT / 'instance' / 'baton.db'}"  # DATABASE_URL
+    public_url: str = "http://127.0.0.1:5000"                       # BATON_PUBLIC_URL
+    workers: int = 2                                                # BATON_WORKERS
+    allow_private_urls: bool = False                                # BATON_ALLOW_PRIVATE_URLS
+    max_body_bytes: int = 1_048_576                                 # BATON_MAX_BODY_BYTES
+    script_timeout_s: float = 5.0                                   # BATON_SCRIPT_TIMEOUT_S
+    script_memory_mb: int = 256                                     # BATON_SCRIPT_MEMORY_MB
+    job_lease_s: float = 30.0                                       # BATON_JOB_LEASE_S
+    poll_s: float = 5.0                                             # BATON_POLL_S
+
+    ENV = {"database_url": "DATABASE_URL"}
+
+    @classmethod
+    def from_mapping(cls, values: dict) -> "Settings":
+        converted = {}
+        for field in fields(cls):
+            env_name = cls.ENV.get(field.name, f"BATON_{field.name.upper()}")
+            raw = values.get(field.name, values.get(env_name))
+            if raw is None or raw == "":
+                continue
+            if field.type == "bool":
+                raw = str(raw).lower() in ("1", "true", "yes", "on")
+            elif field.type == "int":
+                raw = int(raw)
+            elif field.type == "float":
+                raw = float(raw)
+            converted[field.name] = raw
+        return cls(**converted)
+
+
+class Baton:
+    """What the app holds besides Flask: settings, the sandbox, the runner and the worker pool."""
+
+    def __init__(self, app: Flask, settings: Settings):
+        from engine.runner import Runner
+        from engine.sandbox import Sandbox, SandboxScriptEngine
+        from engine.store import SpecCache
+
+        self.app = app
+        self.settings = settings
+        self.sandbox = Sandbox(timeout_s=settings.script_timeout_s, memory_mb=settings.script_memory_mb,
+                               hosts=max(1, settings.workers))
+        self.runner = Runner(SandboxScriptEngine(self.sandbox), SpecCache())
+        self.pool = None
+
+    def start_workers(self, threads: int | None = None):
+        from engine.worker import WorkerPool
+
+        threads = self.settings.workers if threads is None else threads
+        if self.pool is not None or threads <= 0:
+            return self.pool
+        handlers = {kind: self.runner for kind in self.runner.kinds}
+        self.pool = WorkerPool(self.app, handlers, threads=threads, lease_seconds=self.settings.job_lease_s,
+                               poll_seconds=self.settings.poll_s)
+        self.pool.start()
+        return self.pool
+
+    def stop(self) -> None:
+        if self.pool is not None:
+            self.pool.stop()
+            self.pool = None
+        self.sandbox.close()
+
+
+def create_app(config: dict | None = None) -> Flask:
+    settings = Settings.from_mapping({**os.environ, **(config or {})})
+    app = Flask(__name__, instance_path=str(ROOT / "instance"))
+    app.config.update(
+        SQLALCHEMY_DATABASE_URI=settings.database_url,
+        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": True},
+        MAX_CONTENT_LENGTH=settings.max_body_bytes,
+        JSON_SORT_KEYS=False,
+    )
+    if settings.database_url.startswith("sqlite:///"):
+        Path(settings.database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    db.init_app(app)
+    Migrate(app, db, directory=str(ROOT / "migrations"), render_as_batch=True)
+    with app.app_context():
+        if db.engine.dialect.name == "sqlite":
+            configure_sqlite(db.engine)
+        upgrade(directory=str(ROOT / "migrations"))
+
+    from channels.http import register_http
+    from channels.webhook import bp as webhook_bp
+    from rpc import methods  # noqa: F401  (registers every JSON-RPC method)
+    from rpc.endpoint import bp as rpc_bp
+
+    register_http(app)
+    app.register_blueprint(webhook_bp)
+    app.register_blueprint(rpc_bp)
+    app.extensions["baton"] = Baton(app, settings)
+    _register_cli(app)
+    if _is_flask_run_serving():
+        ensure_default_tenant(app)
+        app.extensions["baton"].start_workers()
+    return app
+
+
+def _is_flask_run_serving() -> bool:
+    """True inside ``flask run``'s serving process (not the reloader's watcher, not other commands)."""
+    context = click.get_current_context(silent=True)
+    if context is None or context.info_name != "run":
+        return False
+    reloading = context.params.get("reload") or context.find_root().params.get("debug")
+    return not reloading or os.environ.get("WERKZEUG_RUN_MAIN") == "true"
+
+
+def ensure_default_tenant(app: Flask) -> None:
+    """On the first start (no tenant at all), create ``default`` and print its admin key once."""
+    from sqlalchemy import select
+
+    from engine.auth import create_tenant
+    from engine.errors import ConflictError
+    from engine.models import Tenant
+
+    with app.app_context():
+        if db.session.execute(select(Tenant.id).limit(1)).first() is not None:
+            db.session.rollback()
+            return
+        try:
+            _, key = create_tenant("default")
+        except ConflictError:  # another process won the race
+            return
+        print("Created tenant 'default'. Its admin API key (shown once):", flush=True)
+        print(key, flush=True)
+
+
+def _register_cli(app: Flask) -> None:
+    @app.cli.group("tenant")
+    def tenant_group():
+        """Manage tenants."""
+
+    @tenant_group.command("create")
+    @click.argument("name")
+    def tenant_create(name):
+        """Create a tenant; prints its admin API key alone on the last line."""
+        from engine.auth import create_tenant
+        from engine.errors import BatonError
+
+        try:
+            tenant, key = create_tenant(name)
+        except BatonError as exc:
+            raise click.ClickException(exc.message) from exc
+        click.echo(f"Created tenant '{tenant.name}' (id {tenant.id}). Admin API key:")
+        click.echo(key)
+
+    @app.cli.command("worker")
+    @click.option("--threads", default=1, show_default=True, help="Worker threads in this process.")
+    def worker(threads):
+        """Run background workers in this process until stopped."""
+        import signal
+
+        baton = app.extensions["baton"]
+        pool = baton.start_workers(threads)
+        signal.signal(signal.SIGTERM, lambda *_: pool.stop())
+        click.echo(f"Baton worker running with {threads} thread(s).")
+        try:
+            pool.join()
+        except KeyboardInterrupt:
+            pool.stop()
+        baton.stop()
+
+    @app.cli.command("serve")
+    @click.option("--host", default="127.0.0.1", show_default=True)
+    @click.option("--port", default=5000, show_default=True, type=int)
+    @click.option("--threads", default=8, show_default=True, help="HTTP threads.")
+    def serve(host, port, threads):
+        """Serve HTTP with waitress, with the background workers in this process."""
+        from waitress import serve as waitress_serve
+
+        ensure_default_tenant(app)
+        app.extensions["baton"].start_workers()
+        click.echo(f"Baton listening on http://{host}:{port}", err=True)
+        waitress_serve(app, host=host, port=port, threads=threads, ident="baton",
+                       # Flask answers oversized bodies (JSON 413) from Content-Length; waitress only stops absurd ones.
+                       max_request_body_size=max(16 * app.config["MAX_CONTENT_LENGTH"], 16 << 20))
+
+
+def create_server_app() -> Flask:
+    """For gunicorn (``gunicorn 'app:create_server_app()'``): the app with its workers started."""
+    app = create_app()
+    app.extensions["baton"].start_workers()
+    return app
+
+
+logging.basicConfig(level=os.environ.get("BATON_LOG_LEVEL", "WARNING"), stream=sys.stderr,
+                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")

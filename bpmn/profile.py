@@ -1,0 +1,89 @@
+"""Baton's BPMN profile: the extension properties, forms and buttons a model carries.
+
+Configuration is read from both modelers people use: Camunda Modeler's
+``camunda:properties/camunda:property`` and SpiffArena's ``spiffworkflow:properties/...``. These
+functions only read; ``bpmn.rules`` decides what is valid, ``bpmn.parser`` stores the result in
+``task_spec.extensions`` (plain dicts and lists, so SpiffWorkflow serializes them unaided).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from lxml import etree
+
+BPMN_NS = "http://www.omg.org/spec/BPMN/20100524/MODEL"
+CAMUNDA_NS = "http://camunda.org/schema/1.0/bpmn"
+SPIFF_NS = "http://spiffworkflow.org/bpmn/schema/1.0/core"
+NSMAP = {"bpmn": BPMN_NS, "camunda": CAMUNDA_NS, "spiffworkflow": SPIFF_NS}
+
+# Plain strings evaluated per call (compiled etree.XPath objects are not meant to be shared
+# between threads). A union is in document order: when a model names a property twice, the
+# last one wins.
+_PROPERTY_XPATH = ("./bpmn:extensionElements/camunda:properties/camunda:property"
+                   " | ./bpmn:extensionElements/spiffworkflow:properties/spiffworkflow:property")
+_FORM_FIELD_XPATH = "./bpmn:extensionElements/camunda:formData/camunda:formField"
+_ENUM_VALUE_XPATH = "./camunda:value"
+_CONSTRAINT_XPATH = "./camunda:validation/camunda:constraint"
+
+
+def property_elements(node: etree._Element) -> list[etree._Element]:
+    """The property elements of a BPMN element, from either vocabulary."""
+    return node.xpath(_PROPERTY_XPATH, namespaces=NSMAP)
+
+
+def read_properties(node: etree._Element) -> dict[str, str]:
+    """``{name: value}``; a property without a name is skipped (validation reports it)."""
+    properties: dict[str, str] = {}
+    for prop in property_elements(node):
+        name = prop.get("name")
+        if name:
+            properties[name] = prop.get("value", "")
+    return properties
+
+
+def split_list(raw: str | None) -> list[str]:
+    """``"a, b,c"`` -> ``["a", "b", "c"]``; the format of ``buttons`` and ``output_keys``."""
+    if raw is None:
+        return []
+    return [item.strip() for item in raw.split(",")]
+
+
+def read_buttons(properties: dict[str, str]) -> list[str]:
+    return [item for item in split_list(properties.get("buttons")) if item]
+
+
+def form_field_elements(node: etree._Element) -> list[etree._Element]:
+    return node.xpath(_FORM_FIELD_XPATH, namespaces=NSMAP)
+
+
+def read_form(node: etree._Element) -> list[dict[str, Any]]:
+    """Camunda form fields as ``task.list`` shows them: ``{id, label, type, required, options?, default?}``.
+
+    Values stay strings, as the modeler wrote them; the task API decides how to coerce answers.
+    """
+    return [read_form_field(field) for field in form_field_elements(node)]
+
+
+def read_form_field(field: etree._Element) -> dict[str, Any]:
+    field_id = field.get("id") or ""
+    entry: dict[str, Any] = {
+        "id": field_id,
+        "label": field.get("label") or field_id,
+        "type": field.get("type") or "string",
+        "required": _is_required(field),
+    }
+    values = field.xpath(_ENUM_VALUE_XPATH, namespaces=NSMAP)
+    if entry["type"] == "enum" or values:
+        entry["options"] = [{"id": value.get("id") or "", "name": value.get("name") or value.get("id") or ""}
+                            for value in values]
+    if field.get("defaultValue") is not None:
+        entry["default"] = field.get("defaultValue")
+    return entry
+
+
+def _is_required(field: etree._Element) -> bool:
+    for constraint in field.xpath(_CONSTRAINT_XPATH, namespaces=NSMAP):
+        if constraint.get("name") == "required":
+            # Camunda writes no config for "required"; an explicit "false" means not required.
+            return (constraint.get("config") or "true").strip().lower() != "false"
+    return False

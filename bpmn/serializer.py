@@ -1,0 +1,132 @@
+"""Turning specs and workflows into JSON and back: the one configured SpiffWorkflow serializer.
+
+A spec is stored once per definition (``spec_to_json``) and restored once per process into a cache
+(``load_spec``). An instance's state is its workflow without the spec (``workflow_to_json``); it is
+put back together with the cached spec objects (``workflow_from_json``), so neither saving nor
+loading an instance converts its spec.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from datetime import date, time
+from decimal import Decimal
+from typing import Any
+
+from SpiffWorkflow.bpmn.serializer import BpmnWorkflowSerializer
+from SpiffWorkflow.bpmn.serializer.default.workflow import BpmnWorkflowConverter, WorkflowConverter
+from SpiffWorkflow.bpmn.serializer.helpers.encoder import create_encoder
+from SpiffWorkflow.bpmn.serializer.helpers.registry import DefaultRegistry
+from SpiffWorkflow.bpmn.serializer.workflow import VERSION
+from SpiffWorkflow.bpmn.specs.bpmn_process_spec import BpmnProcessSpec
+from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
+from SpiffWorkflow.spiff.serializer.config import SPIFF_CONFIG
+
+from engine.errors import BatonError
+
+VERSION_KEY = BpmnWorkflowSerializer.VERSION_KEY
+
+
+class DataRegistry(DefaultRegistry):
+    """Spiff's registry, plus the data types process variables may hold, and forgiving of
+    dicts in user data that happen to have a ``typename`` key naming no registered type
+    (Spiff's own registry crashes on them when it reads an instance back)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register(Decimal, lambda v: {"value": str(v)}, lambda d: Decimal(d["value"]))
+        self.register(date, lambda v: {"value": v.isoformat()}, lambda d: date.fromisoformat(d["value"]))
+        self.register(time, lambda v: {"value": v.isoformat()}, lambda d: time.fromisoformat(d["value"]))
+
+    def restore(self, val, **kwargs):
+        if isinstance(val, dict) and "typename" in val and val["typename"] not in self.convert_from_dict:
+            return {key: self.restore(item, **kwargs) for key, item in val.items()}
+        return super().restore(val, **kwargs)
+
+
+class SpeclessWorkflowConverter(BpmnWorkflowConverter):
+    """The top workflow without ``spec``/``subprocess_specs``; they are handed back on restore."""
+
+    def to_dict(self, workflow):
+        # BpmnWorkflowConverter.to_dict minus the two spec entries (converting them is the cost).
+        dct = WorkflowConverter.to_dict(self, workflow)
+        dct["subprocesses"] = self.mapping_to_dict(workflow.subprocesses)
+        dct["bpmn_events"] = self.registry.convert(workflow.bpmn_events)
+        return dct
+
+    def from_dict(self, dct, spec=None, subprocess_specs=None):
+        if spec is None:
+            raise BatonError("A workflow stored without its spec needs the spec to be restored.")
+        # The registry returns objects it does not recognise unchanged, so the cached spec
+        # objects pass straight through the parent's restore.
+        return super().from_dict({**dct, "spec": spec, "subprocess_specs": subprocess_specs or {}})
+
+
+def make_serializer() -> BpmnWorkflowSerializer:
+    """The serializer of full workflows (spec included), configured for SpiffWorkflow's spiff specs."""
+    registry = BpmnWorkflowSerializer.configure(dict(SPIFF_CONFIG), DataRegistry())
+    return BpmnWorkflowSerializer(registry)
+
+
+def _make_instance_serializer() -> BpmnWorkflowSerializer:
+    config = {**SPIFF_CONFIG, BpmnWorkflow: SpeclessWorkflowConverter}
+    return BpmnWorkflowSerializer(BpmnWorkflowSerializer.configure(config, DataRegistry()))
+
+
+# serialize_json flips a flag on its registry while it runs: one serializer per thread.
+_local = threading.local()
+
+
+def _serializers() -> tuple[BpmnWorkflowSerializer, BpmnWorkflowSerializer]:
+    pair = getattr(_local, "pair", None)
+    if pair is None:
+        pair = _local.pair = (make_serializer(), _make_instance_serializer())
+    return pair
+
+
+def spec_to_json(spec: BpmnProcessSpec, subprocess_specs: dict[str, BpmnProcessSpec]) -> str:
+    serializer = _serializers()[0]
+    dct = {
+        VERSION_KEY: serializer.VERSION,
+        "spec": serializer.to_dict(spec),
+        "subprocess_specs": {name: serializer.to_dict(sub) for name, sub in subprocess_specs.items()},
+    }
+    return json.dumps(dct, cls=create_encoder(serializer.registry), ensure_ascii=False)
+
+
+def load_spec(spec_json: str) -> tuple[BpmnProcessSpec, dict[str, BpmnProcessSpec]]:
+    """The spec objects of a stored definition: cheap enough for a per-process cache to call."""
+    serializer = _serializers()[0]
+    dct = json.loads(spec_json)
+    _require_version(dct.get(VERSION_KEY), "definition spec")
+    spec = serializer.from_dict(dct["spec"])
+    return spec, {name: serializer.from_dict(sub) for name, sub in dct["subprocess_specs"].items()}
+
+
+def workflow_to_json(workflow: BpmnWorkflow) -> str:
+    """An instance's state: the workflow without its spec (stored once, per definition)."""
+    return _serializers()[1].serialize_json(workflow)
+
+
+def workflow_from_json(text: str, spec: BpmnProcessSpec, subprocess_specs: dict[str, BpmnProcessSpec],
+                       script_engine: Any) -> BpmnWorkflow:
+    """The workflow of ``workflow_to_json``, rebuilt around cached spec objects.
+
+    ``script_engine`` is required: SpiffWorkflow would otherwise fall back to its default engine,
+    which runs ``eval``/``exec`` with full builtins.
+    """
+    serializer = _serializers()[1]
+    dct = json.loads(text)
+    _require_version(dct.pop(VERSION_KEY, None), "instance state")
+    workflow = serializer.from_dict(dct, spec=spec, subprocess_specs=subprocess_specs)
+    workflow.script_engine = script_engine
+    return workflow
+
+
+def _require_version(version: str | None, what: str) -> None:
+    # Spiff's migrations rewrite whole workflow dicts, specs included; a spec-less state cannot
+    # be migrated piecewise. A SpiffWorkflow upgrade that changes VERSION must re-parse stored
+    # definitions from their XML and migrate instance states with their spec put back.
+    if version != VERSION:
+        raise BatonError(f"The stored {what} was written by serializer version {version!r}; "
+                         f"this build reads {VERSION!r}.")

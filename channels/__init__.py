@@ -1,0 +1,1 @@
+"""Inbound and outbound HTTP channels: webhook starts, health, and (later) chat channels."""

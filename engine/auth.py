@@ -1,0 +1,120 @@
+"""Tenants, API keys and permissions.
+
+A key looks like ``bt_<prefix>_<secret>``: the prefix (public, indexed) finds the row, the SHA-256
+of the whole key is compared in constant time. Keys carry 192 random bits, so a fast hash is enough:
+there is nothing to brute-force that a slow hash would protect.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import select
+
+from engine.db import db, iso, utcnow
+from engine.errors import ConflictError, ForbiddenError, InvalidParamsError, NotFoundError, UnauthorizedError
+from engine.models import ApiKey, Tenant
+
+ADMIN = "admin"
+_PERMISSION = re.compile(r"^(\*|admin|[a-z_]+\.(\*|[a-z_]+))$")
+_KEY = re.compile(r"^bt_([A-Za-z0-9]{12})_([A-Za-z0-9_-]{32})$")
+# Compared against when no row matches, so an unknown prefix costs the same time as a wrong secret.
+_DUMMY_HASH = hashlib.sha256(b"baton-no-such-key").hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: a tenant, through one key, with its permissions."""
+
+    tenant_id: int
+    key_id: int
+    permissions: tuple[str, ...]
+
+    def allows(self, permission: str) -> bool:
+        return any(_grants(granted, permission) for granted in self.permissions)
+
+    def require(self, permission: str) -> None:
+        if not self.allows(permission):
+            raise ForbiddenError(permission)
+
+
+def _grants(granted: str, wanted: str) -> bool:
+    if granted == "*" or granted == wanted:
+        return True
+    if granted.endswith(".*") and wanted != ADMIN:
+        return wanted.startswith(granted[:-1])
+    return False
+
+
+def _hash(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def authenticate(raw_key: str | None) -> Principal:
+    """The principal of an ``X-API-Key`` value; UnauthorizedError when missing, unknown or revoked."""
+    match = _KEY.match(raw_key or "")
+    if not match:
+        raise UnauthorizedError("A valid API key is required in the X-API-Key header.")
+    row = db.session.execute(select(ApiKey).where(ApiKey.prefix == match.group(1))).scalar_one_or_none()
+    expected = row.key_hash if row is not None else _DUMMY_HASH
+    if not hmac.compare_digest(expected, _hash(raw_key)) or row is None or row.revoked_at is not None:
+        raise UnauthorizedError("A valid API key is required in the X-API-Key header.")
+    return Principal(tenant_id=row.tenant_id, key_id=row.id, permissions=tuple(row.permissions))
+
+
+def validate_permissions(permissions: object) -> list[str]:
+    if not isinstance(permissions, list) or not permissions:
+        raise InvalidParamsError("Parameter 'permissions' must be a non-empty list of strings.")
+    for permission in permissions:
+        if not isinstance(permission, str) or not _PERMISSION.match(permission):
+            raise InvalidParamsError(
+                f"Parameter 'permissions' has an invalid entry {permission!r}: use a method name "
+                "like 'process.start', a wildcard like 'process.*', 'admin' or '*'.")
+    return list(dict.fromkeys(permissions))
+
+
+def create_key(tenant_id: int, name: str, permissions: list[str]) -> tuple[ApiKey, str]:
+    """Add a key to the session; returns the row and the key in clear (shown once, never stored)."""
+    prefix = secrets.token_hex(6)
+    raw = f"bt_{prefix}_{secrets.token_urlsafe(24)}"
+    row = ApiKey(tenant_id=tenant_id, name=name, prefix=prefix, key_hash=_hash(raw),
+                 permissions=validate_permissions(permissions))
+    db.session.add(row)
+    db.session.flush()
+    return row, raw
+
+
+def create_tenant(name: str) -> tuple[Tenant, str]:
+    """A new tenant and its first admin key (permission ``*``), committed."""
+    name = (name or "").strip()
+    if not name or len(name) > 100:
+        raise InvalidParamsError("The tenant name must be 1 to 100 characters.")
+    if db.session.execute(select(Tenant.id).where(Tenant.name == name)).first():
+        raise ConflictError(f"A tenant named '{name}' already exists.")
+    tenant = Tenant(name=name)
+    db.session.add(tenant)
+    db.session.flush()
+    _, raw = create_key(tenant.id, "admin", ["*"])
+    db.session.commit()
+    return tenant, raw
+
+
+def list_keys(tenant_id: int) -> list[dict]:
+    rows = db.session.execute(
+        select(ApiKey).where(ApiKey.tenant_id == tenant_id).order_by(ApiKey.id.desc())).scalars()
+    return [{"key_id": r.id, "name": r.name, "prefix": r.prefix, "permissions": r.permissions,
+             "created_at": iso(r.created_at), "revoked_at": iso(r.revoked_at)} for r in rows]
+
+
+def revoke_key(tenant_id: int, key_id: int) -> dict:
+    row = db.session.execute(
+        select(ApiKey).where(ApiKey.tenant_id == tenant_id, ApiKey.id == key_id)).scalar_one_or_none()
+    if row is None:
+        raise NotFoundError(f"API key {key_id} not found.")
+    if row.revoked_at is None:
+        row.revoked_at = utcnow()
+        db.session.commit()
+    return {"key_id": row.id, "revoked": True}

@@ -1,0 +1,148 @@
+"""The one error tree of Baton.
+
+Every error a caller can see is a subclass of BatonError. Each class carries its JSON-RPC code,
+its ``data.reason`` word and its HTTP status; its docstring is its default message. Errors are
+translated to the wire in exactly two places: the JSON-RPC adapter (``rpc/endpoint.py``) and the
+Flask error handlers (``channels/http.py``).
+
+    BatonError (internal, -32603, 500)
+    ├── ParseError            -32700 parse_error       400
+    ├── InvalidRequestError   -32600 invalid_request   400
+    ├── MethodNotFoundError   -32601 method_not_found  404
+    ├── InvalidParamsError    -32602 invalid_params    400
+    │   ├── BpmnValidationError   (data.errors: [{element_id, line, message}])
+    │   └── BadRequestError       bad_request: a malformed HTTP body or header (400)
+    ├── NotFoundError         -32602 not_found         404
+    ├── ConflictError         -32602 conflict          409
+    ├── UnauthorizedError     -32603 unauthorized      401
+    ├── ForbiddenError        -32603 forbidden         403  (data.permission)
+    ├── PayloadTooLargeError  -32600 payload_too_large 413
+    └── ScriptError           a sandboxed script/condition/template failed (fails its instance)
+        └── SandboxLimitError     it broke the time or memory limit
+"""
+from __future__ import annotations
+
+from typing import Any
+
+
+class BatonError(Exception):
+    """Internal error."""
+
+    rpc_code = -32603
+    reason = "internal"
+    http_status = 500
+
+    def __init__(self, message: str | None = None, *, data: dict[str, Any] | None = None):
+        self.message = message or (self.__doc__ or "").strip()
+        self.data = dict(data or {})
+        super().__init__(self.message)
+
+    def rpc_data(self) -> dict[str, Any]:
+        """The ``error.data`` object of a JSON-RPC answer."""
+        return {"reason": self.reason, **self.data}
+
+
+class ParseError(BatonError):
+    """The body is not valid JSON."""
+
+    rpc_code = -32700
+    reason = "parse_error"
+    http_status = 400
+
+
+class InvalidRequestError(BatonError):
+    """The body is not a valid JSON-RPC 2.0 request."""
+
+    rpc_code = -32600
+    reason = "invalid_request"
+    http_status = 400
+
+
+class MethodNotFoundError(BatonError):
+    """Method not found."""
+
+    rpc_code = -32601
+    reason = "method_not_found"
+    http_status = 404
+
+
+class InvalidParamsError(BatonError):
+    """Invalid params."""
+
+    rpc_code = -32602
+    reason = "invalid_params"
+    http_status = 400
+
+
+class BpmnValidationError(InvalidParamsError):
+    """The BPMN file cannot be deployed."""
+
+    def __init__(self, errors: list[dict[str, Any]], message: str | None = None):
+        self.errors = errors
+        if message is None:
+            first = errors[0]["message"] if errors else ""
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            message = f"The BPMN file cannot be deployed: {first}{more}"
+        super().__init__(message, data={"errors": errors})
+
+
+class BadRequestError(InvalidParamsError):
+    """The request is malformed."""
+
+    reason = "bad_request"
+
+
+class NotFoundError(BatonError):
+    """Not found."""
+
+    rpc_code = -32602
+    reason = "not_found"
+    http_status = 404
+
+
+class ConflictError(BatonError):
+    """The object is in a state that forbids this."""
+
+    rpc_code = -32602
+    reason = "conflict"
+    http_status = 409
+
+
+class UnauthorizedError(BatonError):
+    """A valid API key is required."""
+
+    rpc_code = -32603
+    reason = "unauthorized"
+    http_status = 401
+
+
+class ForbiddenError(BatonError):
+    """The API key lacks the permission for this."""
+
+    rpc_code = -32603
+    reason = "forbidden"
+    http_status = 403
+
+    def __init__(self, permission: str, message: str | None = None):
+        super().__init__(message or f"The API key lacks the permission '{permission}'.",
+                         data={"permission": permission})
+
+
+class PayloadTooLargeError(BatonError):
+    """The request body is too large."""
+
+    rpc_code = -32600
+    reason = "payload_too_large"
+    http_status = 413
+
+
+class ScriptError(BatonError):
+    """A script, condition or template failed."""
+
+    reason = "script_error"
+
+
+class SandboxLimitError(ScriptError):
+    """A script broke the sandbox's time or memory limit."""
+
+    reason = "sandbox_limit"

@@ -1,0 +1,109 @@
+"""Process instances as callers see them: start, status, cancel, list.
+
+A start writes the instance row and its start job in one transaction and returns at once; a
+worker runs it. Every query is scoped to the caller's tenant.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+
+from engine import jobs
+from engine.db import db, iso, utcnow
+from engine.errors import ConflictError, InvalidParamsError, NotFoundError
+from engine.models import Definition, Instance, Job
+from engine.runner import START
+
+STATUSES = ("running", "completed", "cancelled", "failed")
+
+
+def resolve_definition(tenant_id: int, reference: int | str) -> Definition:
+    """An integer is that exact definition; a string is a code and means its latest version."""
+    query = select(Definition).where(Definition.tenant_id == tenant_id)
+    if isinstance(reference, int):
+        definition = db.session.execute(query.where(Definition.id == reference)).scalar_one_or_none()
+    else:
+        definition = db.session.execute(
+            query.where(Definition.code == reference).order_by(Definition.version.desc()).limit(1)
+        ).scalar_one_or_none()
+    if definition is None:
+        raise NotFoundError(f"Definition {reference!r} not found.")
+    return definition
+
+
+def start(tenant_id: int, definition: Definition, variables: dict[str, Any] | None,
+          *, commit: bool = True) -> dict[str, Any]:
+    """Create a running instance and its start job in the current transaction."""
+    if variables is not None and not isinstance(variables, dict):
+        raise InvalidParamsError("Parameter 'variables' must be an object.")
+    instance = Instance(tenant_id=tenant_id, definition_id=definition.id, status="running",
+                        variables=dict(variables or {}), waiting_for=[])
+    db.session.add(instance)
+    db.session.flush()
+    jobs.enqueue(tenant_id, START, instance_id=instance.id, payload={"variables": variables or {}})
+    answer = {"instance_id": instance.id, "status": "running", "definition_id": definition.id}
+    if commit:
+        db.session.commit()
+    return answer
+
+
+def _get(tenant_id: int, instance_id: int) -> Instance:
+    instance = db.session.execute(
+        select(Instance).where(Instance.tenant_id == tenant_id, Instance.id == instance_id)
+    ).scalar_one_or_none()
+    if instance is None:
+        raise NotFoundError(f"Instance {instance_id} not found.")
+    return instance
+
+
+def status(tenant_id: int, instance_id: int) -> dict[str, Any]:
+    instance = _get(tenant_id, instance_id)
+    definition = db.session.get(Definition, instance.definition_id)
+    variables = instance.variables or {}
+    if instance.output_keys:
+        variables = {key: variables[key] for key in instance.output_keys if key in variables}
+    return {
+        "instance_id": instance.id,
+        "status": instance.status,
+        "definition_id": instance.definition_id,
+        "code": definition.code,
+        "version": definition.version,
+        "variables": variables,
+        "started_at": iso(instance.started_at),
+        "completed_at": iso(instance.completed_at),
+        "error": instance.error if instance.status == "failed" else None,
+        "waiting_for": (instance.waiting_for or []) if instance.status == "running" else [],
+    }
+
+
+def cancel(tenant_id: int, instance_id: int) -> dict[str, Any]:
+    """Cancel a running instance: its pending jobs go with it; a saving worker loses its race."""
+    instance = _get(tenant_id, instance_id)
+    if instance.status in ("completed", "failed"):
+        raise ConflictError(f"Instance {instance_id} is {instance.status} and cannot be cancelled.")
+    if instance.status == "running":
+        db.session.execute(
+            update(Instance).where(Instance.id == instance.id)
+            .values(status="cancelled", completed_at=utcnow(), waiting_for=[],
+                    revision=Instance.revision + 1))
+        db.session.execute(delete(Job).where(Job.instance_id == instance.id))
+        db.session.commit()
+    return {"instance_id": instance.id, "status": "cancelled"}
+
+
+def list_instances(tenant_id: int, *, status: str | None, definition_id: int | None,
+                   page: int, per_page: int) -> dict[str, Any]:
+    conditions = [Instance.tenant_id == tenant_id]
+    if status is not None:
+        conditions.append(Instance.status == status)
+    if definition_id is not None:
+        conditions.append(Instance.definition_id == definition_id)
+    total = db.session.execute(select(func.count()).select_from(Instance).where(*conditions)).scalar_one()
+    rows = db.session.execute(
+        select(Instance.id, Instance.status, Instance.definition_id, Instance.started_at, Instance.completed_at)
+        .where(*conditions).order_by(Instance.id.desc())
+        .limit(per_page).offset((page - 1) * per_page)).all()
+    items = [{"instance_id": r.id, "status": r.status, "definition_id": r.definition_id,
+              "started_at": iso(r.started_at), "completed_at": iso(r.completed_at)} for r in rows]
+    return {"items": items, "page": page, "per_page": per_page, "total": total}

@@ -1,0 +1,124 @@
+"""The tables. Every row that belongs to an organisation carries ``tenant_id``; every query filters on it."""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy.orm import Mapped, mapped_column
+
+from engine.db import db, utcnow
+
+# SQLite only makes INTEGER PRIMARY KEY an auto-increment alias; PostgreSQL gets a BIGINT identity.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Tenant(db.Model):
+    __tablename__ = "tenants"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiKey(db.Model):
+    """An API key. Only a SHA-256 of the key is stored; ``prefix`` finds the row without the secret."""
+
+    __tablename__ = "api_keys"
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    prefix: Mapped[str] = mapped_column(String(32), unique=True)
+    key_hash: Mapped[str] = mapped_column(String(64))
+    permissions: Mapped[list[str]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked_at: Mapped[datetime | None]
+
+
+class Definition(db.Model):
+    """One published version of a BPMN process; the parsed spec is stored once, here."""
+
+    __tablename__ = "definitions"
+    __table_args__ = (UniqueConstraint("tenant_id", "code", "version"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    code: Mapped[str] = mapped_column(String(200))
+    version: Mapped[int] = mapped_column(Integer)
+    process_id: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str | None] = mapped_column(String(255))
+    bpmn_xml: Mapped[str] = mapped_column(Text)
+    spec_json: Mapped[str] = mapped_column(Text)
+    start_events: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class WebhookRoute(db.Model):
+    """The secret URL id of a webhook start event; it belongs to (tenant, code, start event), not a version."""
+
+    __tablename__ = "webhook_routes"
+    __table_args__ = (UniqueConstraint("tenant_id", "code", "start_event_id"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    code: Mapped[str] = mapped_column(String(200))
+    start_event_id: Mapped[str] = mapped_column(String(255))
+    webhook_id: Mapped[str] = mapped_column(String(64), unique=True)
+    secret: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    rotated_at: Mapped[datetime | None]
+
+
+class IdempotencyRecord(db.Model):
+    """The first answer to a webhook call with an ``Idempotency-Key``, replayed for 24 hours."""
+
+    __tablename__ = "idempotency_records"
+    __table_args__ = (UniqueConstraint("route_id", "key"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    route_id: Mapped[int] = mapped_column(ForeignKey("webhook_routes.id", ondelete="CASCADE"))
+    key: Mapped[str] = mapped_column(String(255))
+    response: Mapped[dict[str, Any]] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+
+
+class Instance(db.Model):
+    """One run of a definition. ``state`` is the SpiffWorkflow JSON without the spec.
+
+    ``revision`` grows on every save; a save that does not find the revision it loaded is
+    refused (compare-and-swap), so two workers can never both advance one instance.
+    """
+
+    __tablename__ = "instances"
+    __table_args__ = (Index("ix_instances_tenant_status_id", "tenant_id", "status", "id"),
+                      Index("ix_instances_tenant_definition_id", "tenant_id", "definition_id", "id"))
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    definition_id: Mapped[int] = mapped_column(ForeignKey("definitions.id"))
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    revision: Mapped[int] = mapped_column(Integer, default=0)
+    state: Mapped[str | None] = mapped_column(Text)
+    variables: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    output_keys: Mapped[list[str] | None] = mapped_column(JSON)
+    waiting_for: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    completed_at: Mapped[datetime | None]
+
+
+class Job(db.Model):
+    """Durable work: written in the same transaction as the state change that causes it.
+
+    A claimed job carries a lease (``locked_until``); when its worker dies the lease runs out and
+    another worker claims it again. Delayed jobs wait for ``run_at``.
+    """
+
+    __tablename__ = "jobs"
+    __table_args__ = (Index("ix_jobs_run_at_id", "run_at", "id"), Index("ix_jobs_instance_id", "instance_id"))
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    instance_id: Mapped[int | None] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(32))
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    run_at: Mapped[datetime] = mapped_column(default=utcnow)
+    locked_until: Mapped[datetime | None]
+    locked_by: Mapped[str | None] = mapped_column(String(64))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)

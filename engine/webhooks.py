@@ -1,0 +1,118 @@
+"""Webhook starts: the secret route id, the optional inbound signature, idempotency keys."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+
+from engine import instances
+from engine.db import db, iso, utcnow
+from engine.definitions import new_webhook_id, webhook_url
+from engine.errors import InvalidParamsError, NotFoundError, UnauthorizedError
+from engine.models import IdempotencyRecord, WebhookRoute
+
+IDEMPOTENCY_WINDOW = timedelta(hours=24)
+
+
+def signature_of(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def find_route(webhook_id: str) -> WebhookRoute:
+    route = db.session.execute(
+        select(WebhookRoute).where(WebhookRoute.webhook_id == webhook_id)).scalar_one_or_none()
+    if route is None:
+        raise NotFoundError("Unknown webhook.")
+    return route
+
+
+def verify_signature(route: WebhookRoute, body: bytes, signature: str | None) -> None:
+    if route.secret is None:
+        return
+    if not signature or not hmac.compare_digest(signature.encode(), signature_of(route.secret, body).encode()):
+        raise UnauthorizedError("The X-Baton-Signature header is missing or does not match the body.")
+
+
+def start_from_webhook(route: WebhookRoute, variables: dict[str, Any],
+                       idempotency_key: str | None) -> dict[str, Any]:
+    """Start the latest version of the route's code; replay the first answer for a known key."""
+    if idempotency_key is not None:
+        if len(idempotency_key) > 255:
+            raise InvalidParamsError("The Idempotency-Key header must be at most 255 characters.")
+        earlier = _earlier_answer(route.id, idempotency_key)
+        if earlier is not None:
+            return earlier
+    definition = instances.resolve_definition(route.tenant_id, route.code)
+    if not any(s["element_id"] == route.start_event_id and s["trigger"] == "webhook"
+               for s in definition.start_events):
+        raise NotFoundError("This webhook's start event is not in the latest version of its process.")
+    answer = instances.start(route.tenant_id, definition, variables, commit=False)
+    if idempotency_key is None:
+        db.session.commit()
+        return answer
+    db.session.add(IdempotencyRecord(route_id=route.id, key=idempotency_key, response=answer))
+    try:
+        db.session.commit()
+    except IntegrityError:  # the same key raced in: the first one won, answer with its result
+        db.session.rollback()
+        return _earlier_answer(route.id, idempotency_key)
+    return answer
+
+
+def _earlier_answer(route_id: int, key: str) -> dict[str, Any] | None:
+    cutoff = utcnow() - IDEMPOTENCY_WINDOW
+    record = db.session.execute(select(IdempotencyRecord).where(
+        IdempotencyRecord.route_id == route_id, IdempotencyRecord.key == key)).scalar_one_or_none()
+    if record is None:
+        return None
+    if record.created_at < cutoff:
+        db.session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.id == record.id))
+        db.session.flush()
+        return None
+    return dict(record.response)
+
+
+def _route_summary(route: WebhookRoute, public_url: str) -> dict[str, Any]:
+    return {"webhook_id": route.webhook_id, "url": webhook_url(public_url, route.webhook_id),
+            "code": route.code, "start_event_id": route.start_event_id,
+            "has_secret": route.secret is not None, "created_at": iso(route.created_at),
+            "rotated_at": iso(route.rotated_at)}
+
+
+def _tenant_route(tenant_id: int, webhook_id: str) -> WebhookRoute:
+    route = db.session.execute(select(WebhookRoute).where(
+        WebhookRoute.tenant_id == tenant_id, WebhookRoute.webhook_id == webhook_id)).scalar_one_or_none()
+    if route is None:
+        raise NotFoundError(f"Webhook {webhook_id!r} not found.")
+    return route
+
+
+def list_routes(tenant_id: int, public_url: str, *, page: int, per_page: int) -> dict[str, Any]:
+    query = select(WebhookRoute).where(WebhookRoute.tenant_id == tenant_id)
+    total = db.session.execute(select(func.count()).select_from(WebhookRoute)
+                               .where(WebhookRoute.tenant_id == tenant_id)).scalar_one()
+    rows = db.session.execute(query.order_by(WebhookRoute.id.desc())
+                              .limit(per_page).offset((page - 1) * per_page)).scalars()
+    return {"items": [_route_summary(r, public_url) for r in rows],
+            "page": page, "per_page": per_page, "total": total}
+
+
+def rotate(tenant_id: int, webhook_id: str, public_url: str) -> dict[str, Any]:
+    route = _tenant_route(tenant_id, webhook_id)
+    route.webhook_id = new_webhook_id()
+    route.rotated_at = utcnow()
+    db.session.commit()
+    return _route_summary(route, public_url)
+
+
+def set_secret(tenant_id: int, webhook_id: str, secret: str | None, public_url: str) -> dict[str, Any]:
+    if secret is not None and not 16 <= len(secret) <= 255:
+        raise InvalidParamsError("Parameter 'secret' must be 16 to 255 characters, or null to remove it.")
+    route = _tenant_route(tenant_id, webhook_id)
+    route.secret = secret
+    db.session.commit()
+    return _route_summary(route, public_url)

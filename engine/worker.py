@@ -1,0 +1,139 @@
+"""The loop that runs jobs: threads inside the server, or a ``flask worker`` process.
+
+Workers sleep until woken: directly after a local commit that enqueued jobs (embedded default, no
+polling delay), by PostgreSQL NOTIFY from other processes, or when the next delayed job is due.
+A job whose handler raises is tried again with a growing delay; after ``max_attempts`` its
+handler's ``give_up`` ends it (an instance is then failed with a generic message).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from datetime import datetime
+from typing import Protocol
+
+from engine import jobs
+from engine.db import db, is_postgres, utcnow
+
+log = logging.getLogger("baton.worker")
+
+
+class JobHandler(Protocol):
+    def advance(self, job: jobs.ClaimedJob, worker_id: str) -> None: ...
+    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None: ...
+
+
+class WorkerPool:
+    def __init__(self, app, handlers: dict[str, JobHandler], *, threads: int, lease_seconds: float,
+                 poll_seconds: float, max_attempts: int = 5):
+        self.app = app
+        self.handlers = handlers
+        self.threads = threads
+        self.lease_seconds = lease_seconds
+        self.poll_seconds = poll_seconds
+        self.max_attempts = max_attempts
+        self._signal = 0
+        self._cond = threading.Condition()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._name = f"{socket.gethostname()}:{os.getpid()}"
+
+    def start(self) -> None:
+        jobs.add_waker(self.wake)
+        for index in range(self.threads):
+            thread = threading.Thread(target=self._loop, args=(f"{self._name}:{index}",),
+                                      name=f"baton-worker-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        with self.app.app_context():
+            if is_postgres():
+                threading.Thread(target=self._listen, name="baton-listen", daemon=True).start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        jobs.remove_waker(self.wake)
+        self._stopping.set()
+        self.wake()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def wake(self) -> None:
+        with self._cond:
+            self._signal += 1
+            self._cond.notify_all()
+
+    def join(self) -> None:
+        """Block until stopped (the ``flask worker`` command's main thread)."""
+        while not self._stopping.wait(1.0):
+            pass
+
+    def _loop(self, worker_id: str) -> None:
+        with self.app.app_context():
+            while not self._stopping.is_set():
+                seen = self._signal
+                try:
+                    claimed = jobs.claim(worker_id, self.lease_seconds)
+                except Exception:  # database unreachable or locked for long: wait, then go on
+                    log.exception("claiming jobs failed")
+                    db.session.rollback()
+                    self._sleep(seen, self.poll_seconds)
+                    continue
+                if not claimed:
+                    self._sleep(seen, self._idle_seconds())
+                    continue
+                for job in claimed:
+                    self._run(job, worker_id)
+                db.session.remove()
+
+    def _run(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+        handler = self.handlers.get(job.kind)
+        try:
+            if handler is None:
+                raise LookupError(f"no handler for job kind {job.kind!r}")
+            handler.advance(job, worker_id)
+        except Exception as exc:
+            db.session.rollback()
+            log.exception("job %s (%s) failed on attempt %s", job.id, job.kind, job.attempts)
+            try:
+                if job.attempts >= self.max_attempts and handler is not None:
+                    handler.give_up(job, worker_id)
+                else:
+                    jobs.release(job, worker_id, delay_seconds=min(2 ** job.attempts, 60),
+                                 error=type(exc).__name__)
+            except Exception:
+                db.session.rollback()
+                log.exception("could not release job %s; its lease will run out", job.id)
+
+    def _idle_seconds(self) -> float:
+        try:
+            due: datetime | None = jobs.next_run_at()
+        except Exception:
+            db.session.rollback()
+            return self.poll_seconds
+        if due is None:
+            return self.poll_seconds
+        return max(0.0, min(self.poll_seconds, (due - utcnow()).total_seconds()))
+
+    def _sleep(self, seen: int, seconds: float) -> None:
+        with self._cond:
+            if self._signal == seen and not self._stopping.is_set():
+                self._cond.wait(seconds)
+
+    def _listen(self) -> None:
+        """Wake this pool on NOTIFY from other processes; reconnect when the connection drops."""
+        import psycopg
+
+        with self.app.app_context():
+            dsn = db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {jobs.NOTIFY_CHANNEL}")
+                    while not self._stopping.is_set():
+                        for _ in conn.notifies(timeout=1.0, stop_after=1):
+                            self.wake()
+            except Exception:
+                log.warning("LISTEN connection lost; reconnecting", exc_info=True)
+                time.sleep(1.0)

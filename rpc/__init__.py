@@ -1,0 +1,1 @@
+"""The JSON-RPC API: one adapter over jsonrpcserver and one module per method group."""

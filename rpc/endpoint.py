@@ -1,0 +1,240 @@
+"""The JSON-RPC 2.0 endpoint (``POST /v1/rpc``, legacy ``POST /rpc``): the one place RPC errors reach the wire.
+
+Only part of jsonrpcserver 5.0.9 is used, on purpose. Its whole-body ``dispatch`` validates a batch
+against one schema (one bad item gives a single -32600 for the whole batch; unknown members are
+refused), puts ``str(exception)`` into -32603 and the decoder's message into -32700, crashes on
+results ``json`` cannot encode, and knows nothing of API keys or permissions. So this module reads
+the body, authenticates, parses, and validates each request object itself; jsonrpcserver's
+``dispatch_to_response`` then runs one already-valid request object (the call with our context,
+the id attached to the answer, a notification's answer dropped). The function it calls is
+``_invoke``, which never raises: it checks the method and permission, calls the handler, maps a
+``BatonError`` to its code and scrubs anything else to a generic internal error. An error that
+jsonrpcserver makes on its own (it carries no ``data.reason``) is scrubbed the same way.
+All jsonrpcserver imports live in this module.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+import warnings
+from datetime import date, datetime, timezone
+from decimal import Decimal
+from enum import Enum
+from typing import Any
+from uuid import UUID
+
+from flask import Blueprint, Response, request
+from werkzeug.exceptions import RequestEntityTooLarge
+
+with warnings.catch_warnings():
+    # jsonrpcserver 5.0.9 reads its schema with importlib.resources.read_text, deprecated since 3.11.
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from jsonrpcserver import Error, Success, dispatch_to_response
+    from jsonrpcserver.response import to_serializable_one
+
+from engine.auth import authenticate
+from engine.db import db, iso
+from engine.errors import (BatonError, InvalidParamsError, InvalidRequestError, MethodNotFoundError,
+                           ParseError, PayloadTooLargeError, UnauthorizedError)
+from rpc.registry import METHODS, RpcContext
+
+bp = Blueprint("rpc", __name__)
+log = logging.getLogger("baton.rpc")
+
+_JSON = "application/json; charset=utf-8"
+_NO_ID = object()
+
+
+@bp.post("/v1/rpc")
+def rpc_v1() -> Response:
+    return _serve(legacy=False)
+
+
+@bp.post("/rpc")
+def rpc_legacy() -> Response:
+    return _serve(legacy=True)
+
+
+def _serve(legacy: bool) -> Response:
+    try:
+        principal = authenticate(request.headers.get("X-API-Key"))
+    except UnauthorizedError as exc:
+        return _reply(_error_answer(exc, None), exc.http_status)
+    except Exception:
+        log.exception("Authenticating a JSON-RPC call failed")
+        return _reply(_error_answer(BatonError(), None), 500)
+    try:
+        body = request.get_data(cache=False)
+    except RequestEntityTooLarge:
+        exc = PayloadTooLargeError()
+        return _reply(_error_answer(exc, None), exc.http_status)
+    try:
+        payload = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        return _reply(_error_answer(ParseError("The body is not valid JSON (UTF-8)."), None))
+    context = RpcContext(principal=principal, legacy=legacy)
+    if not isinstance(payload, list):
+        return _reply(_answer(payload, context))
+    if not payload:
+        return _reply(_error_answer(InvalidRequestError("A batch must contain at least one request."), None))
+    answers = [answer for answer in (_answer(item, context) for item in payload) if answer is not None]
+    return _reply(answers or None)
+
+
+def _reject_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _reply(payload: Any, status: int = 200) -> Response:
+    if payload is None:  # a notification or a batch of notifications: no answer at all
+        response = Response(status=204)
+        del response.headers["Content-Type"]
+        return response
+    return Response(json.dumps(payload, allow_nan=False), status=status, content_type=_JSON)
+
+
+def _error_answer(exc: BatonError, request_id: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "error": _error_object(exc), "id": request_id}
+
+
+def _error_object(exc: BatonError) -> dict[str, Any]:
+    return {"code": exc.rpc_code, "message": exc.message, "data": exc.rpc_data()}
+
+
+def _is_valid_id(value: Any) -> bool:
+    if value is None or isinstance(value, str):
+        return True
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
+
+
+def _request_problem(item: dict[str, Any]) -> str | None:
+    """Why ``item`` is not a JSON-RPC 2.0 request object, or None. Unknown members are ignored."""
+    if item.get("jsonrpc") != "2.0":
+        return "The member 'jsonrpc' must be exactly \"2.0\"."
+    if not isinstance(item.get("method"), str):
+        return "The member 'method' must be a string."
+    if "params" in item and not isinstance(item["params"], (dict, list)):
+        return "The member 'params' must be an object or an array."
+    return None
+
+
+def _answer(item: Any, context: RpcContext) -> dict[str, Any] | None:
+    """The answer to one request object, or None for a notification."""
+    if not isinstance(item, dict):
+        return _error_answer(InvalidRequestError("A request must be a JSON object."), None)
+    request_id = item.get("id", _NO_ID)
+    if request_id is not _NO_ID and not _is_valid_id(request_id):
+        return _error_answer(InvalidRequestError("The member 'id' must be a string, a number or null."), None)
+    problem = _request_problem(item)
+    if problem is not None:
+        # An invalid request is answered even without an id: it cannot be trusted to be a notification.
+        return _error_answer(InvalidRequestError(problem), None if request_id is _NO_ID else request_id)
+    name, params = item["method"], item.get("params", {})
+    plain = {"jsonrpc": "2.0", "method": name}
+    if request_id is not _NO_ID:
+        plain["id"] = request_id
+    response = dispatch_to_response(
+        plain,  # already parsed: the deserializer passes it through as is
+        {name: lambda ctx: _invoke(ctx, name, params)},
+        context=context, deserializer=_as_is, validator=_as_is)
+    if response is None:
+        return None
+    answer = to_serializable_one(response)
+    error = answer.get("error")
+    if error is not None and not (isinstance(error.get("data"), dict) and "reason" in error["data"]):
+        log.error("jsonrpcserver answered %r for method %r", error, name)  # not from _invoke
+        return _error_answer(BatonError(), answer.get("id"))
+    return answer
+
+
+def _as_is(value: Any) -> Any:
+    return value
+
+
+def _invoke(context: RpcContext, name: str, params: Any) -> Any:
+    """Run one method; a jsonrpcserver Success or Error, never an exception."""
+    try:
+        method = METHODS.get(name)
+        if method is None:
+            shown = name if len(name) <= 100 else name[:100] + "..."
+            raise MethodNotFoundError(f"Method '{shown}' not found.", data={"method": shown})
+        context.principal.require(method.permission)
+        if not isinstance(params, dict):
+            raise InvalidParamsError("Params must be an object of named parameters.")
+        if context.legacy:
+            params = _legacy_params(params)
+        return Success(_jsonable(method.handler(context, params)))
+    except BatonError as exc:
+        _rollback()
+        return _baton_error(exc)
+    except Exception:
+        log.exception("JSON-RPC method %r failed (tenant %s)", name,
+                      getattr(context.principal, "tenant_id", None))
+        _rollback()
+        return _baton_error(BatonError())
+
+
+def _baton_error(exc: BatonError) -> Any:
+    try:
+        data = _jsonable(exc.rpc_data())
+    except (TypeError, ValueError, RecursionError):
+        log.exception("The data of %s cannot be JSON", type(exc).__name__)
+        data = {"reason": exc.reason}
+    return Error(exc.rpc_code, str(exc.message), data)
+
+
+def _legacy_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``/rpc`` says ``process_id`` where ``/v1/rpc`` says ``definition_id``."""
+    if "process_id" not in params:
+        return params
+    if "definition_id" in params:
+        raise InvalidParamsError("Give either 'process_id' or 'definition_id', not both.",
+                                 data={"param": "process_id"})
+    renamed = {key: value for key, value in params.items() if key != "process_id"}
+    renamed["definition_id"] = params["process_id"]
+    return renamed
+
+
+def _rollback() -> None:
+    try:
+        db.session.rollback()
+    except Exception:
+        log.exception("Rolling back after a failed JSON-RPC method failed too")
+
+
+def _jsonable(value: Any) -> Any:
+    """``value`` with datetimes as ISO 8601 UTC strings; TypeError/ValueError if it cannot be JSON."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{value} is not a JSON number")
+        return value
+    if isinstance(value, dict):
+        return {_jsonable_key(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [_jsonable(item) for item in value]
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(timezone.utc).replace(tzinfo=None)
+        return iso(value)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return _jsonable(int(value) if value == value.to_integral_value() else float(value))
+    if isinstance(value, UUID):
+        return str(value)
+    if isinstance(value, Enum):
+        return _jsonable(value.value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def _jsonable_key(key: Any) -> str:
+    if isinstance(key, str):
+        return key
+    if key is None or isinstance(key, (bool, int, float)):
+        return json.dumps(key)  # what json.dumps itself does with such keys
+    raise TypeError(f"a {type(key).__name__} cannot be a JSON object key")

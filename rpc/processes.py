@@ -1,0 +1,37 @@
+"""process.* methods: thin checks of params, then the engine."""
+from __future__ import annotations
+
+from engine import instances
+from rpc.params import (int_or_str, optional_dict, optional_int, optional_one_of, page_params,
+                        reject_unknown, require_int)
+from rpc.registry import rpc_method
+
+
+@rpc_method("process.start")
+def start(ctx, params):
+    reject_unknown(params, {"definition_id", "variables"})
+    reference = int_or_str(params, "definition_id")
+    variables = optional_dict(params, "variables")
+    definition = instances.resolve_definition(ctx.tenant_id, reference)
+    return instances.start(ctx.tenant_id, definition, variables)
+
+
+@rpc_method("process.status")
+def status(ctx, params):
+    reject_unknown(params, {"instance_id"})
+    return instances.status(ctx.tenant_id, require_int(params, "instance_id"))
+
+
+@rpc_method("process.cancel")
+def cancel(ctx, params):
+    reject_unknown(params, {"instance_id"})
+    return instances.cancel(ctx.tenant_id, require_int(params, "instance_id"))
+
+
+@rpc_method("process.list")
+def list_(ctx, params):
+    reject_unknown(params, {"status", "definition_id", "page", "per_page"})
+    page, per_page = page_params(params)
+    return instances.list_instances(
+        ctx.tenant_id, status=optional_one_of(params, "status", instances.STATUSES),
+        definition_id=optional_int(params, "definition_id", minimum=1), page=page, per_page=per_page)

@@ -1,0 +1,162 @@
+"""Real parts for integration tests: a Baton server in a subprocess, real databases, an RPC client."""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+BPMN_DIR = Path(__file__).resolve().parent / "bpmn"
+POSTGRES_ADMIN_DSN = os.environ.get("BATON_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def create_postgres_database() -> str:
+    """A new empty database; returns its SQLAlchemy URL. Raises when PostgreSQL is unreachable."""
+    import psycopg
+
+    name = f"baton_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(POSTGRES_ADMIN_DSN, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+
+
+def drop_postgres_database(url: str) -> None:
+    import psycopg
+
+    name = url.rsplit("/", 1)[1]
+    with psycopg.connect(POSTGRES_ADMIN_DSN, autocommit=True, connect_timeout=5) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def bpmn(name: str) -> str:
+    return (BPMN_DIR / name).read_text(encoding="utf-8")
+
+
+class RpcError(Exception):
+    def __init__(self, error: dict[str, Any]):
+        self.code = error.get("code")
+        self.message = error.get("message")
+        self.data = error.get("data") or {}
+        self.reason = self.data.get("reason")
+        super().__init__(f"{self.code} {self.reason}: {self.message}")
+
+
+class Api:
+    """A JSON-RPC client for one API key."""
+
+    def __init__(self, base_url: str, key: str | None, path: str = "/v1/rpc"):
+        self.base_url = base_url
+        self.key = key
+        self.path = path
+        self.http = requests.Session()
+        self._id = 0
+
+    def post(self, body: Any = None, *, data: bytes | str | None = None, headers: dict | None = None):
+        all_headers = {"Content-Type": "application/json"}
+        if self.key is not None:
+            all_headers["X-API-Key"] = self.key
+        all_headers.update(headers or {})
+        if data is None:
+            return self.http.post(self.base_url + self.path, json=body, headers=all_headers, timeout=30)
+        return self.http.post(self.base_url + self.path, data=data, headers=all_headers, timeout=30)
+
+    def call(self, method: str, **params: Any) -> Any:
+        self._id += 1
+        response = self.post({"jsonrpc": "2.0", "method": method, "params": params, "id": self._id})
+        body = response.json()
+        if "error" in body:
+            raise RpcError(body["error"])
+        assert response.status_code == 200, response.text
+        return body["result"]
+
+    def deploy(self, xml: str, code: str | None = None) -> dict[str, Any]:
+        params = {"bpmn": xml}
+        if code is not None:
+            params["code"] = code
+        return self.call("definition.deploy", **params)
+
+    def wait_for(self, instance_id: int, statuses=("completed", "failed", "cancelled"),
+                 timeout: float = 20.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while True:
+            status = self.call("process.status", instance_id=instance_id)
+            if status["status"] in statuses:
+                return status
+            if time.monotonic() > deadline:
+                raise AssertionError(f"instance {instance_id} still {status['status']} after {timeout}s: {status}")
+            time.sleep(0.02)
+
+
+class BatonServer:
+    """``flask --app app serve`` in a subprocess, on a free port, against ``database_url``."""
+
+    def __init__(self, database_url: str, workdir: Path, **env: str):
+        self.database_url = database_url
+        self.workdir = workdir
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "DATABASE_URL": database_url, "BATON_PUBLIC_URL": self.base_url,
+                    "BATON_ALLOW_PRIVATE_URLS": "1", "BATON_SCRIPT_TIMEOUT_S": "2",
+                    "PYTHONUNBUFFERED": "1", **env}
+        self.process: subprocess.Popen | None = None
+        self.log_path = workdir / f"server-{self.port}.log"
+
+    def command(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "flask", "--app", "app", *args], cwd=ROOT,
+                              env=self.env, capture_output=True, text=True, timeout=120)
+
+    def create_tenant(self, name: str) -> str:
+        result = self.command("tenant", "create", name)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip().splitlines()[-1]
+
+    def start(self, timeout: float = 60.0) -> "BatonServer":
+        with open(self.log_path, "a") as log:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "flask", "--app", "app", "serve", "--port", str(self.port)],
+                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                if requests.get(self.base_url + "/readyz", timeout=1).status_code == 200:
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"server did not become ready: {self.log_path.read_text()[-3000:]}")
+
+    def kill(self) -> None:
+        """``kill -9``: no clean-up of any kind."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def api(self, key: str | None, path: str = "/v1/rpc") -> Api:
+        return Api(self.base_url, key, path)
+
+    def output(self) -> str:
+        return self.log_path.read_text()
