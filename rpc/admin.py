@@ -4,6 +4,8 @@ from __future__ import annotations
 from flask import current_app
 
 from engine import auth, definitions, webhooks
+from engine.db import db
+from engine.errors import InvalidParamsError
 from rpc.params import (optional_str, page_params, reject_unknown, require_int, require_list,
                         require_str)
 from rpc.registry import rpc_method
@@ -42,8 +44,6 @@ def apikey_create(ctx, params):
     reject_unknown(params, {"name", "permissions"})
     name = require_str(params, "name", max_len=200)
     row, raw = auth.create_key(ctx.tenant_id, name, require_list(params, "permissions"))
-    from engine.db import db
-
     db.session.commit()
     return {"key_id": row.id, "name": row.name, "permissions": row.permissions, "api_key": raw}
 
@@ -78,8 +78,6 @@ def webhook_rotate(ctx, params):
 def webhook_update(ctx, params):
     reject_unknown(params, {"webhook_id", "secret"})
     if "secret" not in params:
-        from engine.errors import InvalidParamsError
-
         raise InvalidParamsError("Missing required parameter 'secret' (a string, or null to remove it).")
     return webhooks.set_secret(ctx.tenant_id, require_str(params, "webhook_id", max_len=64),
                                optional_str(params, "secret", max_len=255), _public_url())
