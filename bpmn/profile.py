@@ -59,7 +59,8 @@ def form_field_elements(node: etree._Element) -> list[etree._Element]:
 def read_form(node: etree._Element) -> list[dict[str, Any]]:
     """Camunda form fields as ``task.list`` shows them: ``{id, label, type, required, options?, default?}``.
 
-    Values stay strings, as the modeler wrote them; the task API decides how to coerce answers.
+    Defaults are typed for ``long`` and ``boolean`` fields (the modeler writes every value as text),
+    so the default a form shows is the value the task takes when the field is left out.
     """
     return [read_form_field(field) for field in form_field_elements(node)]
 
@@ -77,8 +78,17 @@ def read_form_field(field: etree._Element) -> dict[str, Any]:
         entry["options"] = [{"id": value.get("id") or "", "name": value.get("name") or value.get("id") or ""}
                             for value in values]
     if field.get("defaultValue") is not None:
-        entry["default"] = field.get("defaultValue")
+        entry["default"] = typed_default(entry["type"], field.get("defaultValue"))
     return entry
+
+
+def typed_default(field_type: str, raw: str) -> Any:
+    kind = field_type.lower()
+    if kind in ("long", "integer") and raw.strip().lstrip("-").isdigit():
+        return int(raw)
+    if kind == "boolean" and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    return raw
 
 
 def _is_required(field: etree._Element) -> bool:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import delete, func, select, update
 
-from engine import jobs
+from engine import jobs, tasks
 from engine.db import db, iso, utcnow
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.models import Definition, Instance, Job
@@ -88,6 +88,7 @@ def cancel(tenant_id: int, instance_id: int) -> dict[str, Any]:
             .values(status="cancelled", completed_at=utcnow(), waiting_for=[],
                     revision=Instance.revision + 1))
         db.session.execute(delete(Job).where(Job.instance_id == instance.id))
+        tasks.cancel_open(instance.id)
         db.session.commit()
     return {"instance_id": instance.id, "status": "cancelled"}
 

@@ -122,3 +122,33 @@ class Job(db.Model):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     last_error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Task(db.Model):
+    """A human task (userTask/manualTask) waiting for a person; written with the instance state.
+
+    ``spiff_task_id`` ties the row to the SpiffWorkflow task it stands for. ``variables`` is what
+    the task sees when it opens; ``form`` and ``buttons`` come from the BPMN element.
+    """
+
+    __tablename__ = "tasks"
+    __table_args__ = (
+        UniqueConstraint("instance_id", "spiff_task_id"),
+        Index("ix_tasks_tenant_status_id", "tenant_id", "status", "id"),
+        Index("ix_tasks_tenant_instance_id", "tenant_id", "instance_id", "id"),
+        Index("ix_tasks_tenant_definition_id", "tenant_id", "definition_id", "id"),
+    )
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
+    definition_id: Mapped[int] = mapped_column(ForeignKey("definitions.id"))
+    spiff_task_id: Mapped[str] = mapped_column(String(36))
+    element_id: Mapped[str] = mapped_column(String(255))
+    name: Mapped[str | None] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(16), default="in_progress")
+    form: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    buttons: Mapped[list[str]] = mapped_column(JSON, default=list)
+    variables: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    completed_at: Mapped[datetime | None]

@@ -9,16 +9,17 @@ by two workers at once, even when a lease ran out under a slow worker.
 from __future__ import annotations
 
 import logging
+from uuid import UUID
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from SpiffWorkflow.bpmn.specs.mixins.events.end_event import EndEvent
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
-from SpiffWorkflow.exceptions import SpiffWorkflowException
+from SpiffWorkflow.exceptions import SpiffWorkflowException, TaskNotFoundException
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import select, update
 
-from engine import jobs, store
+from engine import jobs, store, tasks
 from engine.db import db, utcnow
 from engine.errors import ScriptError
 from engine.models import Instance
@@ -49,6 +50,7 @@ class Runner:
         self.specs = spec_cache
         self._events: dict[str, Callable[[BpmnWorkflow | None, dict], BpmnWorkflow | None]] = {
             START: self._apply_start,
+            tasks.COMPLETE_TASK: self._apply_task_completion,
         }
 
     @property
@@ -57,7 +59,7 @@ class Runner:
 
     def advance(self, job: jobs.ClaimedJob, worker_id: str) -> None:
         row = db.session.execute(
-            select(Instance.status, Instance.revision, Instance.state, Instance.definition_id)
+            select(Instance.tenant_id, Instance.status, Instance.revision, Instance.state, Instance.definition_id)
             .where(Instance.id == job.instance_id)).one_or_none()
         if row is None or row.status != "running":
             self._drop(job, worker_id)
@@ -80,6 +82,8 @@ class Runner:
             log.info("instance %s changed under job %s; trying again", job.instance_id, job.id)
             jobs.release(job, worker_id)
             return
+        tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
+                   workflow if outcome.status == "running" else None)
         db.session.commit()
 
     def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
@@ -103,6 +107,17 @@ class Runner:
         workflow = store.new_workflow(payload["_specs"], self.script_engine)
         start = workflow.get_tasks(state=TaskState.READY)[0]
         start.data.update(payload.get("variables") or {})
+        return workflow
+
+    def _apply_task_completion(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow | None:
+        """Finish the human task with its result; a task that is no longer ready is left alone."""
+        try:
+            task = workflow.get_task_from_id(UUID(payload["spiff_task_id"])) if workflow else None
+        except TaskNotFoundException:
+            task = None
+        if task is not None and task.state == TaskState.READY and tasks.is_human(task.task_spec):
+            task.data.update(payload.get("result") or {})
+            task.run()
         return workflow
 
     def _run(self, workflow: BpmnWorkflow) -> Outcome:

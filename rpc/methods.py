@@ -1,2 +1,2 @@
 """Imports every method module so that each registers its JSON-RPC methods."""
-from rpc import admin, processes  # noqa: F401
+from rpc import admin, processes, tasks  # noqa: F401

@@ -1,0 +1,106 @@
+"""Human tasks: rows that open and close with the instance state, listing, and completion.
+
+``sync`` runs inside the runner's save transaction, so a task row appears or closes atomically
+with the state that caused it. ``complete`` marks the row completed and enqueues the job that
+continues the instance in one transaction; of two concurrent completions exactly one wins.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from SpiffWorkflow.bpmn.specs.mixins.manual_task import ManualTask
+from SpiffWorkflow.bpmn.specs.mixins.user_task import UserTask
+from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
+from SpiffWorkflow.util.task import TaskState
+from sqlalchemy import func, select, update
+
+from engine import jobs
+from engine.db import db, iso, utcnow
+from engine.errors import ConflictError, InvalidParamsError, NotFoundError
+from engine.forms import validate_result
+from engine.models import Instance, Task
+
+COMPLETE_TASK = "complete_task"
+STATUSES = ("in_progress", "completed", "cancelled")
+
+
+def is_human(task_spec) -> bool:
+    return isinstance(task_spec, (UserTask, ManualTask))
+
+
+def sync(tenant_id: int, instance_id: int, definition_id: int, workflow: BpmnWorkflow | None) -> None:
+    """Open a row for every ready human task; cancel open rows whose task is no longer ready."""
+    ready = {}
+    if workflow is not None:
+        ready = {str(t.id): t for t in workflow.get_tasks(state=TaskState.READY) if is_human(t.task_spec)}
+    known = dict(db.session.execute(
+        select(Task.spiff_task_id, Task.status).where(Task.instance_id == instance_id)).all())
+    gone = [spiff_id for spiff_id, status in known.items() if status == "in_progress" and spiff_id not in ready]
+    if gone:
+        db.session.execute(update(Task).where(Task.instance_id == instance_id, Task.spiff_task_id.in_(gone))
+                           .values(status="cancelled", completed_at=utcnow()))
+    for spiff_id, task in ready.items():
+        if spiff_id in known:
+            continue
+        extensions = task.task_spec.extensions
+        db.session.add(Task(
+            tenant_id=tenant_id, instance_id=instance_id, definition_id=definition_id,
+            spiff_task_id=spiff_id, element_id=task.task_spec.bpmn_id,
+            name=task.task_spec.bpmn_name, status="in_progress",
+            form=extensions.get("form") or [], buttons=extensions.get("buttons") or [],
+            variables=dict(task.data)))
+
+
+def cancel_open(instance_id: int) -> None:
+    """Every open task of an instance becomes cancelled (the instance was cancelled)."""
+    db.session.execute(update(Task).where(Task.instance_id == instance_id, Task.status == "in_progress")
+                       .values(status="cancelled", completed_at=utcnow()))
+
+
+def _item(task: Task) -> dict[str, Any]:
+    return {"task_id": task.id, "instance_id": task.instance_id, "definition_id": task.definition_id,
+            "element_id": task.element_id, "name": task.name, "status": task.status,
+            "form": task.form or [], "buttons": task.buttons or [], "binding_id": None,
+            "variables": task.variables or {}, "created_at": iso(task.created_at),
+            "completed_at": iso(task.completed_at), "result": task.result}
+
+
+def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, definition_id: int | None,
+               page: int, per_page: int) -> dict[str, Any]:
+    conditions = [Task.tenant_id == tenant_id]
+    if status is not None:
+        conditions.append(Task.status == status)
+    if instance_id is not None:
+        conditions.append(Task.instance_id == instance_id)
+    if definition_id is not None:
+        conditions.append(Task.definition_id == definition_id)
+    total = db.session.execute(select(func.count()).select_from(Task).where(*conditions)).scalar_one()
+    rows = db.session.execute(select(Task).where(*conditions).order_by(Task.id.desc())
+                              .limit(per_page).offset((page - 1) * per_page)).scalars()
+    return {"items": [_item(task) for task in rows], "page": page, "per_page": per_page, "total": total}
+
+
+def complete(tenant_id: int, task_id: int, result: dict[str, Any] | None) -> dict[str, Any]:
+    if result is not None and not isinstance(result, dict):
+        raise InvalidParamsError("Parameter 'result' must be an object.")
+    task = db.session.execute(
+        select(Task).where(Task.tenant_id == tenant_id, Task.id == task_id)).scalar_one_or_none()
+    if task is None:
+        raise NotFoundError(f"Task {task_id} not found.")
+    if task.status != "in_progress":
+        raise ConflictError(f"Task {task_id} is {task.status}, not in_progress.")
+    checked = validate_result(task.form or [], task.buttons or [], result or {})
+    instance_status = db.session.execute(
+        select(Instance.status).where(Instance.id == task.instance_id)).scalar_one()
+    if instance_status != "running":
+        raise ConflictError(f"Task {task_id} belongs to a {instance_status} instance.")
+    won = db.session.execute(
+        update(Task).where(Task.id == task.id, Task.status == "in_progress")
+        .values(status="completed", result=checked, completed_at=utcnow())).rowcount == 1
+    if not won:
+        db.session.rollback()
+        raise ConflictError(f"Task {task_id} was completed by another call.")
+    jobs.enqueue(tenant_id, COMPLETE_TASK, instance_id=task.instance_id,
+                 payload={"spiff_task_id": task.spiff_task_id, "result": checked})
+    db.session.commit()
+    return {"task_id": task.id, "status": "completed", "instance_id": task.instance_id}
