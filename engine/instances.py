@@ -13,7 +13,7 @@ from engine import jobs, tasks
 from engine.db import db, iso, utcnow
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.models import Definition, Instance, Job
-from engine.runner import START
+from engine.runner import MESSAGE, RETRY, START
 
 STATUSES = ("running", "completed", "cancelled", "failed")
 
@@ -108,3 +108,32 @@ def list_instances(tenant_id: int, *, status: str | None, definition_id: int | N
     items = [{"instance_id": r.id, "status": r.status, "definition_id": r.definition_id,
               "started_at": iso(r.started_at), "completed_at": iso(r.completed_at)} for r in rows]
     return {"items": items, "page": page, "per_page": per_page, "total": total}
+
+
+def send_message(tenant_id: int, instance_id: int, message: str,
+                 variables: dict[str, Any] | None) -> dict[str, Any]:
+    """Queue a named message for an instance that waits for it; a ``conflict`` when none waits."""
+    instance = _get(tenant_id, instance_id)
+    if instance.status != "running":
+        raise ConflictError(f"Instance {instance_id} is {instance.status}; it waits for no message.")
+    if not any(entry.get("message") == message for entry in instance.waiting_for or []):
+        raise ConflictError(f"Instance {instance_id} is not waiting for message '{message}'.")
+    jobs.enqueue(tenant_id, MESSAGE, instance_id=instance.id,
+                 payload={"message": message, "variables": variables or {}})
+    db.session.commit()
+    return {"instance_id": instance.id, "delivered": True}
+
+
+def retry(tenant_id: int, instance_id: int, variables: dict[str, Any] | None) -> dict[str, Any]:
+    """Resume a failed instance at the element that failed, after merging ``variables``."""
+    instance = _get(tenant_id, instance_id)
+    if instance.status != "failed":
+        raise ConflictError(f"Instance {instance_id} is {instance.status}; only failed instances can be retried.")
+    resumed = db.session.execute(
+        update(Instance).where(Instance.id == instance.id, Instance.status == "failed")
+        .values(status="running", error=None, completed_at=None, revision=Instance.revision + 1))
+    if resumed.rowcount != 1:
+        raise ConflictError(f"Instance {instance_id} was retried by another call.")
+    jobs.enqueue(tenant_id, RETRY, instance_id=instance.id, payload={"variables": variables or {}})
+    db.session.commit()
+    return {"instance_id": instance.id, "status": "running"}

@@ -1,56 +1,56 @@
 """Advancing instances: the only caller of SpiffWorkflow's stepping functions.
 
 ``Runner.advance`` handles one job of an instance: load the state (short read), apply the job's
-event and run the engine steps with no transaction open, then save the new state and delete the
-job in ONE transaction, guarded by the instance's revision (compare-and-swap). A save that finds
-another revision is dropped and the job goes back to the queue, so an instance is never advanced
-by two workers at once, even when a lease ran out under a slow worker.
+event and run the engine steps with no transaction open, then save the new state, the side
+tables and the follow-up jobs (the next timer) and delete the job in ONE transaction, guarded by
+the instance's revision (compare-and-swap). A save that finds another revision is dropped and the
+job goes back to the queue, so an instance is never advanced by two workers at once.
 """
 from __future__ import annotations
 
 import logging
-from uuid import UUID
-from dataclasses import dataclass, field
 from typing import Any, Callable
+from uuid import UUID
 
-from SpiffWorkflow.bpmn.specs.mixins.events.end_event import EndEvent
+from SpiffWorkflow.bpmn.util.event import BpmnEvent
+from SpiffWorkflow.bpmn.specs.event_definitions.message import MessageEventDefinition
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.exceptions import SpiffWorkflowException, TaskNotFoundException
 from SpiffWorkflow.util.task import TaskState
-from sqlalchemy import select, update
+from sqlalchemy import and_, delete, select, update
 
 from engine import jobs, store, tasks
 from engine.db import db, utcnow
 from engine.errors import ScriptError
-from engine.models import Instance
+from engine.models import Instance, Job
+from engine.outcome import Outcome, summarize
 from engine.sandbox import script_error_of
 
 log = logging.getLogger("baton.runner")
 
-START = "start"
-# Spiff walks the task tree recursively; past this depth it silently stops (see ARCHITECTURE.md).
-MAX_TREE_DEPTH = 900
+START, TIMER, MESSAGE, RETRY = "start", "timer", "message", "retry"
+# SpiffWorkflow walks the task tree recursively and silently stops past ~1000 levels (a loop of
+# ~500 turns ends "completed" with empty data). Stop well before, loudly.
+MAX_TREE_DEPTH = 800
+MAX_STEPS_PER_ADVANCE = 20_000
 
 
-@dataclass
-class Outcome:
-    """What an advance produced, ready to be written."""
+class GuardrailError(ScriptError):
+    """The instance grew past a safety limit and was stopped."""
 
-    status: str
-    state: str
-    variables: dict[str, Any]
-    waiting_for: list[dict[str, str]] = field(default_factory=list)
-    output_keys: list[str] | None = None
-    error: dict[str, Any] | None = None
+    reason = "guardrail"
 
 
 class Runner:
     def __init__(self, script_engine, spec_cache: store.SpecCache):
         self.script_engine = script_engine
         self.specs = spec_cache
-        self._events: dict[str, Callable[[BpmnWorkflow | None, dict], BpmnWorkflow | None]] = {
+        self._events: dict[str, Callable[[BpmnWorkflow | None, dict], BpmnWorkflow]] = {
             START: self._apply_start,
             tasks.COMPLETE_TASK: self._apply_task_completion,
+            TIMER: self._apply_nothing,
+            MESSAGE: self._apply_message,
+            RETRY: self._apply_retry,
         }
 
     @property
@@ -59,18 +59,26 @@ class Runner:
 
     def advance(self, job: jobs.ClaimedJob, worker_id: str) -> None:
         row = db.session.execute(
-            select(Instance.tenant_id, Instance.status, Instance.revision, Instance.state, Instance.definition_id)
+            select(Instance.tenant_id, Instance.status, Instance.revision, Instance.state,
+                   Instance.definition_id, Instance.variables)
             .where(Instance.id == job.instance_id)).one_or_none()
         if row is None or row.status != "running":
             self._drop(job, worker_id)
             return
-        specs = self.specs.get(row.definition_id)
+        specs = self.specs.get(row.tenant_id, row.definition_id)
         db.session.rollback()  # no transaction (nor SQLite write lock) while the engine runs
 
         workflow = store.restore_workflow(row.state, specs, self.script_engine) if row.state else None
-        workflow = self._events[job.kind](workflow, {**job.payload, "_specs": specs})
-        outcome = self._run(workflow)
+        payload = {**job.payload, "_specs": specs, "_variables": row.variables or {}}
+        outcome = self._run(workflow, lambda: self._events[job.kind](workflow, payload))
+        if not self._save(job, worker_id, row, outcome):
+            return
+        tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
+                   outcome.workflow if outcome.status == "running" else None)
+        self._schedule_timer(job, outcome)
+        db.session.commit()
 
+    def _save(self, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome) -> bool:
         saved = db.session.execute(
             update(Instance)
             .where(Instance.id == job.instance_id, Instance.revision == row.revision)
@@ -81,10 +89,15 @@ class Runner:
         if saved.rowcount != 1 or not jobs.finish(job, worker_id):
             log.info("instance %s changed under job %s; trying again", job.instance_id, job.id)
             jobs.release(job, worker_id)
-            return
-        tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
-                   workflow if outcome.status == "running" else None)
-        db.session.commit()
+            return False
+        return True
+
+    def _schedule_timer(self, job: jobs.ClaimedJob, outcome: Outcome) -> None:
+        """One timer job per instance, due at its earliest waiting timer."""
+        db.session.execute(delete(Job).where(and_(Job.instance_id == job.instance_id, Job.kind == TIMER,
+                                                  Job.id != job.id)))
+        if outcome.status == "running" and outcome.next_timer_at is not None:
+            jobs.enqueue(job.tenant_id, TIMER, instance_id=job.instance_id, run_at=outcome.next_timer_at)
 
     def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
         """A job kept failing for a reason that is ours, not the process's: fail the instance."""
@@ -101,6 +114,8 @@ class Runner:
         jobs.finish(job, worker_id)
         db.session.commit()
 
+    # -- events ------------------------------------------------------------------------------
+
     def _apply_start(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow:
         if workflow is not None:  # already started: a replayed start job changes nothing
             return workflow
@@ -109,26 +124,83 @@ class Runner:
         start.data.update(payload.get("variables") or {})
         return workflow
 
+    def _apply_nothing(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow:
+        """A timer job: refreshing timers and stepping (done for every event) is all it takes."""
+        return workflow
+
     def _apply_task_completion(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow | None:
         """Finish the human task with its result; a task that is no longer ready is left alone."""
-        try:
-            task = workflow.get_task_from_id(UUID(payload["spiff_task_id"])) if workflow else None
-        except TaskNotFoundException:
-            task = None
+        task = _find_task(workflow, payload["spiff_task_id"])
         if task is not None and task.state == TaskState.READY and tasks.is_human(task.task_spec):
             task.data.update(payload.get("result") or {})
             task.run()
         return workflow
 
-    def _run(self, workflow: BpmnWorkflow) -> Outcome:
-        error = None
+    def _apply_message(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow | None:
+        """Deliver a named message to the tasks waiting for it, with its variables."""
+        name, variables = payload["message"], payload.get("variables") or {}
+        waiting = [t for t in (workflow.get_tasks(state=TaskState.WAITING) if workflow else [])
+                   if isinstance(getattr(t.task_spec, "event_definition", None), MessageEventDefinition)
+                   and t.task_spec.event_definition.name == name]
+        if not waiting:
+            log.warning("message %r for instance with nothing waiting for it was dropped", name)
+            return workflow
+        # The event must carry the catching task's own definition: SpiffWorkflow compares classes.
+        workflow.send_event(BpmnEvent(waiting[0].task_spec.event_definition, payload=variables))
+        for task in waiting:
+            if task.state != TaskState.WAITING:
+                task.data.update(variables)
+        return workflow
+
+    def _apply_retry(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow:
+        """Resume a failed instance at the element that failed, with ``variables`` merged in."""
+        variables = payload.get("variables") or {}
+        if workflow is None:  # it failed before its first save: start again
+            return self._apply_start(None, {**payload, "variables": {**payload["_variables"], **variables}})
+        for task in workflow.get_tasks(state=TaskState.ERROR):
+            workflow.reset_from_task_id(task.id, data={**task.data, **variables})
+        if variables:
+            for task in workflow.get_tasks(state=TaskState.READY):
+                task.data.update(variables)
+        return workflow
+
+    # -- running -----------------------------------------------------------------------------
+
+    def _run(self, loaded: BpmnWorkflow | None, apply: Callable[[], BpmnWorkflow]) -> Outcome:
+        """Apply the event and step; a failure keeps the workflow as far as it got."""
+        error, workflow = None, loaded
+        steps = [0]
+
+        def guard(task):
+            steps[0] += 1
+            if steps[0] > MAX_STEPS_PER_ADVANCE:
+                raise GuardrailError(f"The instance ran more than {MAX_STEPS_PER_ADVANCE} steps at once "
+                                     "(a loop that never waits?) and was stopped.", data={"task": task})
+            if task.depth > MAX_TREE_DEPTH:
+                raise GuardrailError(f"The instance's path grew longer than {MAX_TREE_DEPTH} steps "
+                                     "(a loop that never ends?) and was stopped.", data={"task": task})
+
         try:
-            workflow.do_engine_steps()
+            workflow = apply()
+            workflow.refresh_timers()
+            workflow.do_engine_steps(will_complete_task=guard)
+        except GuardrailError as exc:
+            task = exc.data.pop("task")
+            error = {"message": exc.message, "element_id": task.task_spec.bpmn_id}
         except (SpiffWorkflowException, ScriptError) as exc:
             error = describe_failure(exc)
-        if error is None:
-            error = _check_depth(workflow)
+        if workflow is None:  # the very first step failed: nothing to save yet, let the worker retry
+            raise RuntimeError(f"could not start the workflow: {error}")
         return summarize(workflow, error)
+
+
+def _find_task(workflow: BpmnWorkflow | None, spiff_task_id: str):
+    if workflow is None:
+        return None
+    try:
+        return workflow.get_task_from_id(UUID(spiff_task_id))
+    except TaskNotFoundException:
+        return None
 
 
 def describe_failure(exc: Exception) -> dict[str, Any]:
@@ -141,54 +213,3 @@ def describe_failure(exc: Exception) -> dict[str, Any]:
     else:
         message = getattr(exc, "message", None) or str(exc).splitlines()[0]
     return {"message": message, "element_id": element_id}
-
-
-def _check_depth(workflow: BpmnWorkflow) -> dict[str, Any] | None:
-    depth, node = 0, workflow.last_task
-    while node is not None:
-        depth, node = depth + 1, node.parent
-    if depth > MAX_TREE_DEPTH:
-        element = workflow.last_task.task_spec.bpmn_id if workflow.last_task else None
-        return {"message": f"The instance took more than {MAX_TREE_DEPTH} steps in one path "
-                           "(a loop that never ends?) and was stopped.", "element_id": element}
-    return None
-
-
-def summarize(workflow: BpmnWorkflow, error: dict[str, Any] | None) -> Outcome:
-    state = store.dump_workflow(workflow)
-    if error is not None:
-        return Outcome("failed", state, _current_variables(workflow), error=error)
-    if workflow.is_completed():
-        if not workflow.success:
-            return Outcome("failed", state, dict(workflow.data),
-                           error={"message": "The process ended unsuccessfully.", "element_id": None})
-        return Outcome("completed", state, dict(workflow.data), output_keys=_output_keys(workflow))
-    waiting = [{"element_id": t.task_spec.bpmn_id, "kind": _kind(t.task_spec)}
-               for t in workflow.get_tasks(state=TaskState.READY | TaskState.WAITING | TaskState.STARTED)
-               if t.task_spec.bpmn_id]
-    return Outcome("running", state, _current_variables(workflow), waiting_for=waiting)
-
-
-def _current_variables(workflow: BpmnWorkflow) -> dict[str, Any]:
-    merged: dict[str, Any] = {}
-    for task in workflow.get_tasks(state=TaskState.READY | TaskState.WAITING | TaskState.STARTED | TaskState.ERROR):
-        merged.update(task.data)
-    if not merged and workflow.last_task is not None:
-        merged.update(workflow.last_task.data)
-    return merged
-
-
-def _output_keys(workflow: BpmnWorkflow) -> list[str] | None:
-    keys: list[str] = []
-    for task in workflow.get_tasks(state=TaskState.COMPLETED):
-        if isinstance(task.task_spec, EndEvent):
-            raw = task.task_spec.extensions.get("properties", {}).get("output_keys")
-            if raw:
-                keys.extend(k.strip() for k in raw.split(",") if k.strip())
-    return list(dict.fromkeys(keys)) or None
-
-
-def _kind(task_spec) -> str:
-    """The BPMN element kind of a spec, e.g. ``userTask`` from ``UserTask``."""
-    name = type(task_spec).__name__
-    return name[:1].lower() + name[1:]

@@ -25,14 +25,14 @@ class SpecCache:
         self._specs: OrderedDict[int, tuple] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, definition_id: int) -> tuple:
+    def get(self, tenant_id: int, definition_id: int) -> tuple:
         with self._lock:
             specs = self._specs.get(definition_id)
             if specs is not None:
                 self._specs.move_to_end(definition_id)
                 return specs
-        spec_json = db.session.execute(
-            select(Definition.spec_json).where(Definition.id == definition_id)).scalar_one()
+        spec_json = db.session.execute(select(Definition.spec_json).where(
+            Definition.tenant_id == tenant_id, Definition.id == definition_id)).scalar_one()
         specs = load_spec(spec_json)
         with self._lock:
             self._specs[definition_id] = specs

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from engine import instances
 from rpc.params import (int_or_str, optional_dict, optional_int, optional_one_of, page_params,
-                        reject_unknown, require_int)
+                        reject_unknown, require_int, require_str)
 from rpc.registry import rpc_method
 
 
@@ -35,3 +35,16 @@ def list_(ctx, params):
     return instances.list_instances(
         ctx.tenant_id, status=optional_one_of(params, "status", instances.STATUSES),
         definition_id=optional_int(params, "definition_id", minimum=1), page=page, per_page=per_page)
+
+
+@rpc_method("process.message")
+def message(ctx, params):
+    reject_unknown(params, {"instance_id", "message", "variables"})
+    return instances.send_message(ctx.tenant_id, require_int(params, "instance_id"),
+                                  require_str(params, "message", max_len=255), optional_dict(params, "variables"))
+
+
+@rpc_method("process.retry")
+def retry(ctx, params):
+    reject_unknown(params, {"instance_id", "variables"})
+    return instances.retry(ctx.tenant_id, require_int(params, "instance_id"), optional_dict(params, "variables"))

@@ -1,0 +1,71 @@
+"""Failure handling: failed instances keep their state, are listed, and resume with process.retry."""
+from __future__ import annotations
+
+import pytest
+
+from tests.harness import RpcError, bpmn
+
+
+def test_retry_resumes_at_the_failed_script_with_merged_variables(api, unique_code):
+    api.deploy(bpmn("failing_script.bpmn"), code=unique_code)
+    instance_id = api.call("process.start", definition_id=unique_code, variables={"divisor": 0, "keep": "me"})["instance_id"]
+    assert api.wait_for(instance_id)["status"] == "failed"
+
+    assert api.call("process.retry", instance_id=instance_id, variables={"divisor": 4}) == {
+        "instance_id": instance_id, "status": "running"}
+    status = api.wait_for(instance_id)
+    assert status["status"] == "completed" and status["error"] is None
+    assert status["variables"] == {"divisor": 4, "keep": "me", "ratio": 2.5}
+
+
+def test_retry_without_fixing_the_cause_fails_again_the_same_way(api, unique_code):
+    api.deploy(bpmn("failing_script.bpmn"), code=unique_code)
+    instance_id = api.call("process.start", definition_id=unique_code, variables={"divisor": 0})["instance_id"]
+    first = api.wait_for(instance_id)
+    api.call("process.retry", instance_id=instance_id)
+    again = api.wait_for(instance_id)
+    assert again["status"] == "failed" and again["error"] == first["error"]
+
+
+def test_retry_of_a_running_or_completed_instance_is_a_conflict(api, unique_code):
+    api.deploy(bpmn("wait_for_person.bpmn"), code=unique_code)
+    running = api.call("process.start", definition_id=unique_code)["instance_id"]
+    with pytest.raises(RpcError) as caught:
+        api.call("process.retry", instance_id=running)
+    assert caught.value.reason == "conflict"
+    api.deploy(bpmn("webhook_order.bpmn"), code=unique_code + "-done")
+    done = api.call("process.start", definition_id=unique_code + "-done", variables={"amount": 1})["instance_id"]
+    api.wait_for(done)
+    with pytest.raises(RpcError) as caught:
+        api.call("process.retry", instance_id=done)
+    assert caught.value.reason == "conflict"
+    assert api.call("process.status", instance_id=done)["status"] == "completed"
+
+
+def test_retry_of_another_tenants_instance_is_not_found(api, other_api, unique_code):
+    api.deploy(bpmn("failing_script.bpmn"), code=unique_code)
+    instance_id = api.call("process.start", definition_id=unique_code, variables={"divisor": 0})["instance_id"]
+    api.wait_for(instance_id)
+    with pytest.raises(RpcError) as caught:
+        other_api.call("process.retry", instance_id=instance_id)
+    assert caught.value.reason == "not_found"
+    assert api.call("process.status", instance_id=instance_id)["status"] == "failed"
+
+
+def test_message_for_an_instance_that_waits_for_nothing_is_a_conflict(api, unique_code):
+    api.deploy(bpmn("wait_for_person.bpmn"), code=unique_code)
+    instance_id = api.call("process.start", definition_id=unique_code)["instance_id"]
+    api.wait_for(instance_id, statuses=("running",))
+    with pytest.raises(RpcError) as caught:
+        api.call("process.message", instance_id=instance_id, message="payment_received")
+    assert caught.value.reason == "conflict" and "payment_received" in caught.value.message
+
+
+@pytest.mark.parametrize("params, named", [
+    ({"instance_id": 1}, "message"), ({"message": "m"}, "instance_id"),
+    ({"instance_id": 1, "message": 5}, "message"), ({"instance_id": 1, "message": "m", "variables": 3}, "variables"),
+])
+def test_bad_message_params_are_invalid_params(api, params, named):
+    with pytest.raises(RpcError) as caught:
+        api.call("process.message", **params)
+    assert caught.value.reason == "invalid_params" and named in caught.value.message
