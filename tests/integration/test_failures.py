@@ -69,3 +69,22 @@ def test_bad_message_params_are_invalid_params(api, params, named):
     with pytest.raises(RpcError) as caught:
         api.call("process.message", **params)
     assert caught.value.reason == "invalid_params" and named in caught.value.message
+
+
+def test_short_gateway_loop_completes_with_all_its_data(api, unique_code):
+    api.deploy(bpmn("counting_loop.bpmn"), code=unique_code)
+    instance_id = api.call("process.start", definition_id=unique_code,
+                           variables={"counter": 0, "target": 100})["instance_id"]
+    status = api.wait_for(instance_id)
+    assert status["status"] == "completed" and status["variables"]["counter"] == 100
+
+
+def test_loop_that_would_be_silently_truncated_fails_loudly(api, unique_code):
+    api.deploy(bpmn("counting_loop.bpmn"), code=unique_code)
+    instance_id = api.call("process.start", definition_id=unique_code,
+                           variables={"counter": 0, "target": 5000})["instance_id"]
+    status = api.wait_for(instance_id, timeout=60)
+    assert status["status"] == "failed"
+    assert status["error"]["element_id"] in ("count", "again")
+    assert "loop" in status["error"]["message"]
+    assert 0 < status["variables"]["counter"] < 5000
