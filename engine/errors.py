@@ -11,14 +11,17 @@ Flask error handlers (``channels/http.py``).
     ├── MethodNotFoundError   -32601 method_not_found  404
     ├── InvalidParamsError    -32602 invalid_params    400
     │   ├── BpmnValidationError   (data.errors: [{element_id, line, message}])
-    │   └── BadRequestError       bad_request: a malformed HTTP body or header (400)
+    │   ├── BadRequestError       bad_request: a malformed HTTP body or header (400)
+    │   └── OutboundRefusedError  outbound_refused: an outbound URL the SSRF guard refuses (400)
     ├── NotFoundError         -32602 not_found         404
     ├── ConflictError         -32602 conflict          409
     ├── UnauthorizedError     -32603 unauthorized      401
     ├── ForbiddenError        -32603 forbidden         403  (data.permission)
     ├── PayloadTooLargeError  -32600 payload_too_large 413
-    └── ScriptError           a sandboxed script/condition/template failed (fails its instance)
-        └── SandboxLimitError     it broke the time or memory limit
+    ├── CallActivityError     a call activity names a process that is not deployed (fails its instance)
+    ├── ScriptError           a sandboxed script/condition/template failed (fails its instance)
+    │   └── SandboxLimitError     it broke the time or memory limit
+    └── OutboundError         -32603 outbound_failed   502  an outbound HTTP call failed (connect, timeout, size)
 """
 from __future__ import annotations
 
@@ -136,6 +139,12 @@ class PayloadTooLargeError(BatonError):
     http_status = 413
 
 
+class CallActivityError(BatonError):
+    """A call activity names a process that is not deployed."""
+
+    reason = "call_activity"
+
+
 class ScriptError(BatonError):
     """A script, condition or template failed."""
 
@@ -146,3 +155,16 @@ class SandboxLimitError(ScriptError):
     """A script broke the sandbox's time or memory limit."""
 
     reason = "sandbox_limit"
+
+
+class OutboundRefusedError(InvalidParamsError):
+    """The outbound URL is not allowed."""
+
+    reason = "outbound_refused"
+
+
+class OutboundError(BatonError):
+    """The outbound HTTP call failed."""
+
+    reason = "outbound_failed"
+    http_status = 502

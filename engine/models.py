@@ -97,6 +97,8 @@ class Instance(db.Model):
     variables: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     output_keys: Mapped[list[str] | None] = mapped_column(JSON)
     waiting_for: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    # code -> definition id of every call activity target, pinned when the instance first needs it
+    called_definitions: Mapped[dict[str, int] | None] = mapped_column(JSON)
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     completed_at: Mapped[datetime | None]

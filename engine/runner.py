@@ -21,7 +21,7 @@ from sqlalchemy import and_, delete, select, update
 
 from engine import jobs, store, tasks
 from engine.db import db, utcnow
-from engine.errors import ScriptError
+from engine.errors import CallActivityError, ScriptError
 from engine.models import Instance, Job
 from engine.outcome import Outcome, summarize
 from engine.sandbox import script_error_of
@@ -60,31 +60,35 @@ class Runner:
     def advance(self, job: jobs.ClaimedJob, worker_id: str) -> None:
         row = db.session.execute(
             select(Instance.tenant_id, Instance.status, Instance.revision, Instance.state,
-                   Instance.definition_id, Instance.variables)
+                   Instance.definition_id, Instance.variables, Instance.called_definitions)
             .where(Instance.id == job.instance_id)).one_or_none()
         if row is None or row.status != "running":
             self._drop(job, worker_id)
             return
-        specs = self.specs.get(row.tenant_id, row.definition_id)
+        try:
+            specs, pinned = self.specs.resolve(row.tenant_id, row.definition_id, row.called_definitions)
+        except CallActivityError as exc:
+            self._fail_unchanged(job, worker_id, row, exc.message)
+            return
         db.session.rollback()  # no transaction (nor SQLite write lock) while the engine runs
 
         workflow = store.restore_workflow(row.state, specs, self.script_engine) if row.state else None
         payload = {**job.payload, "_specs": specs, "_variables": row.variables or {}}
         outcome = self._run(workflow, lambda: self._events[job.kind](workflow, payload))
-        if not self._save(job, worker_id, row, outcome):
+        if not self._save(job, worker_id, row, outcome, pinned):
             return
         tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
                    outcome.workflow if outcome.status == "running" else None)
         self._schedule_timer(job, outcome)
         db.session.commit()
 
-    def _save(self, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome) -> bool:
+    def _save(self, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome, pinned: dict) -> bool:
         saved = db.session.execute(
             update(Instance)
             .where(Instance.id == job.instance_id, Instance.revision == row.revision)
             .values(status=outcome.status, state=outcome.state, variables=outcome.variables,
                     waiting_for=outcome.waiting_for, output_keys=outcome.output_keys,
-                    error=outcome.error, revision=row.revision + 1,
+                    error=outcome.error, revision=row.revision + 1, called_definitions=pinned or None,
                     completed_at=utcnow() if outcome.status != "running" else None))
         if saved.rowcount != 1 or not jobs.finish(job, worker_id):
             log.info("instance %s changed under job %s; trying again", job.instance_id, job.id)
@@ -106,6 +110,15 @@ class Runner:
             .values(status="failed", completed_at=utcnow(), revision=Instance.revision + 1,
                     error={"message": "An internal error stopped this instance; it can be retried.",
                            "element_id": None}))
+        jobs.finish(job, worker_id)
+        db.session.commit()
+
+    def _fail_unchanged(self, job: jobs.ClaimedJob, worker_id: str, row, message: str) -> None:
+        """Fail an instance that cannot even be loaded (its called process is gone); keep its state."""
+        db.session.execute(
+            update(Instance).where(Instance.id == job.instance_id, Instance.revision == row.revision)
+            .values(status="failed", completed_at=utcnow(), revision=row.revision + 1,
+                    error={"message": message, "element_id": None}))
         jobs.finish(job, worker_id)
         db.session.commit()
 

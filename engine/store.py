@@ -9,11 +9,13 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
+from SpiffWorkflow.bpmn.specs.defaults import CallActivity
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from sqlalchemy import select
 
 from bpmn import load_spec, workflow_from_json, workflow_to_json
 from engine.db import db
+from engine.errors import CallActivityError
 from engine.models import Definition
 
 
@@ -39,6 +41,49 @@ class SpecCache:
             while len(self._specs) > self._size:
                 self._specs.popitem(last=False)
         return specs
+
+    def resolve(self, tenant_id: int, definition_id: int, pinned: dict[str, int] | None) -> tuple[tuple, dict]:
+        """The specs to run a definition with, call activity targets included.
+
+        A call activity names another definition's code; it runs that code's latest version at the
+        time the instance first needs it, and keeps that version (``pinned``) for the rest of its life,
+        so a re-deploy never changes a subprocess under a running instance.
+        """
+        spec, subprocess_specs = self.get(tenant_id, definition_id)
+        pinned = dict(pinned or {})
+        composed = dict(subprocess_specs)
+        pending = _called_codes(spec, composed)
+        while pending:
+            code = pending.pop()
+            if code in composed:
+                continue
+            if len(composed) > MAX_CALLED_SPECS:
+                raise CallActivityError(f"More than {MAX_CALLED_SPECS} processes are called; is a call recursive?")
+            if code not in pinned:
+                pinned[code] = latest_definition_id(tenant_id, code)
+            called_spec, called_subprocesses = self.get(tenant_id, pinned[code])
+            composed[code] = called_spec
+            composed.update({k: v for k, v in called_subprocesses.items() if k not in composed})
+            pending |= _called_codes(called_spec, composed)
+        return (spec, composed), pinned
+
+
+MAX_CALLED_SPECS = 50
+
+
+def _called_codes(spec, known: dict) -> set[str]:
+    specs = [spec, *known.values()]
+    return {ts.spec for s in specs for ts in s.task_specs.values()
+            if isinstance(ts, CallActivity) and ts.spec not in known}
+
+
+def latest_definition_id(tenant_id: int, code: str) -> int:
+    found = db.session.execute(
+        select(Definition.id).where(Definition.tenant_id == tenant_id, Definition.code == code)
+        .order_by(Definition.version.desc()).limit(1)).scalar_one_or_none()
+    if found is None:
+        raise CallActivityError(f"The called process '{code}' is not deployed.")
+    return found
 
 
 def new_workflow(specs: tuple, script_engine) -> BpmnWorkflow:
