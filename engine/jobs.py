@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
-from sqlalchemy import and_, delete, event, exists, or_, select, text, update
+from sqlalchemy import and_, delete, event, exists, func, or_, select, text, update
 from sqlalchemy.orm import Session, aliased
 
 from engine.db import db, is_postgres, utcnow
@@ -49,13 +49,18 @@ def enqueue(tenant_id: int, kind: str, *, instance_id: int | None = None,
     job = Job(tenant_id=tenant_id, instance_id=instance_id, kind=kind, payload=payload or {},
               run_at=run_at or utcnow())
     db.session.add(job)
+    _notify_on_commit()
+    return job
+
+
+def _notify_on_commit() -> None:
+    """Wake workers when the current transaction commits: here directly, elsewhere by NOTIFY."""
     session_info = db.session.info
     if not session_info.get("baton_notify"):
         session_info["baton_notify"] = True
         if is_postgres():
             # Delivered by PostgreSQL at commit, to every LISTENing worker process.
             db.session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": NOTIFY_CHANNEL})
-    return job
 
 
 @event.listens_for(Session, "after_commit")
@@ -102,9 +107,25 @@ def claim(worker_id: str, lease_seconds: float, limit: int = 1) -> list[ClaimedJ
 
 
 def finish(job: ClaimedJob, worker_id: str) -> bool:
-    """Delete a done job inside the caller's transaction; False if the lease was lost meanwhile."""
+    """Delete a done job inside the caller's transaction; False if the lease was lost meanwhile.
+
+    When the instance has a next job already due, workers are woken at commit: that job was
+    held back only by this one.
+    """
     result = db.session.execute(delete(Job).where(Job.id == job.id, Job.locked_by == worker_id))
-    return result.rowcount == 1
+    if result.rowcount != 1:
+        return False
+    if job.instance_id is not None and db.session.execute(
+            select(Job.id).where(Job.instance_id == job.instance_id, Job.run_at <= utcnow()).limit(1)).first():
+        _notify_on_commit()
+    return True
+
+
+def extend_lease(job: ClaimedJob, worker_id: str, seconds: float) -> None:
+    """Keep a job leased for ``seconds`` more (before a long outbound call); commits."""
+    db.session.execute(update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
+                       .values(locked_until=utcnow() + timedelta(seconds=seconds)))
+    db.session.commit()
 
 
 def release(job: ClaimedJob, worker_id: str, *, delay_seconds: float = 0.0, error: str | None = None) -> None:
@@ -118,10 +139,19 @@ def release(job: ClaimedJob, worker_id: str, *, delay_seconds: float = 0.0, erro
 
 
 def next_run_at() -> datetime | None:
-    """When the earliest unleased job becomes due (for a worker deciding how long to sleep)."""
+    """When a worker that found nothing to claim should look again.
+
+    The earliest due time of a job that nothing holds back, or the earliest end of a lease (a dead
+    worker's job becomes claimable then). A job held back by a live lease of its instance is not
+    counted: ``finish`` wakes the workers when that lease's job is done.
+    """
     now = utcnow()
-    value = db.session.execute(
-        select(Job.run_at).where(or_(Job.locked_until.is_(None), Job.locked_until < now))
-        .order_by(Job.run_at).limit(1)).scalar_one_or_none()
+    other = aliased(Job)
+    held = exists().where(other.instance_id == Job.instance_id, other.id != Job.id, other.locked_until >= now)
+    next_due = db.session.execute(
+        select(func.min(Job.run_at)).where(or_(Job.locked_until.is_(None), Job.locked_until < now), ~held)
+    ).scalar_one_or_none()
+    next_lease_end = db.session.execute(
+        select(func.min(Job.locked_until)).where(Job.locked_until >= now)).scalar_one_or_none()
     db.session.rollback()
-    return value
+    return min((t for t in (next_due, next_lease_end) if t is not None), default=None)

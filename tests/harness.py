@@ -160,3 +160,53 @@ class BatonServer:
 
     def output(self) -> str:
         return self.log_path.read_text()
+
+
+class BatonWorker:
+    """``flask --app app worker --threads N`` in a subprocess against ``database_url`` (no HTTP)."""
+
+    READY_LINE = "Baton worker running"
+
+    def __init__(self, database_url: str, workdir: Path, threads: int = 1, **env: str):
+        self.database_url = database_url
+        self.workdir = workdir
+        self.threads = threads
+        self.env = {**os.environ, "DATABASE_URL": database_url, "BATON_ALLOW_PRIVATE_URLS": "1",
+                    "BATON_SCRIPT_TIMEOUT_S": "2", "BATON_WORKERS": str(threads),
+                    "PYTHONUNBUFFERED": "1", **env}
+        self.process: subprocess.Popen | None = None
+        self.log_path = workdir / f"worker-{uuid.uuid4().hex[:8]}.log"
+
+    def start(self, timeout: float = 60.0) -> "BatonWorker":
+        offset = self.log_path.stat().st_size if self.log_path.exists() else 0
+        with open(self.log_path, "a") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "flask", "--app", "app", "worker", "--threads", str(self.threads)],
+                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"worker exited: {self.output()[-3000:]}")
+            with open(self.log_path, errors="replace") as log:
+                log.seek(offset)
+                if self.READY_LINE in log.read():
+                    return self
+            time.sleep(0.1)
+        raise RuntimeError(f"worker did not start: {self.output()[-3000:]}")
+
+    def kill(self) -> None:
+        """``kill -9``: no clean-up of any kind."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
