@@ -33,6 +33,7 @@ class Settings:
     script_timeout_s: float = 5.0                                   # BATON_SCRIPT_TIMEOUT_S
     script_memory_mb: int = 256                                     # BATON_SCRIPT_MEMORY_MB
     job_lease_s: float = 30.0                                       # BATON_JOB_LEASE_S
+    http_retry_base_s: float = 5.0                                  # BATON_HTTP_RETRY_BASE_S
     poll_s: float = 5.0                                             # BATON_POLL_S
 
     ENV = {"database_url": "DATABASE_URL"}
@@ -59,6 +60,8 @@ class Baton:
     """What the app holds besides Flask: settings, the sandbox, the runner and the worker pool."""
 
     def __init__(self, app: Flask, settings: Settings):
+        from engine.operators import OperatorRunner
+        from engine.outbound import OutboundHttp
         from engine.runner import Runner
         from engine.sandbox import Sandbox, SandboxScriptEngine
         from engine.store import SpecCache
@@ -67,16 +70,22 @@ class Baton:
         self.settings = settings
         self.sandbox = Sandbox(timeout_s=settings.script_timeout_s, memory_mb=settings.script_memory_mb,
                                hosts=max(1, settings.workers))
-        self.runner = Runner(SandboxScriptEngine(self.sandbox), SpecCache())
+        script_engine, specs = SandboxScriptEngine(self.sandbox), SpecCache()
+        self.outbound = OutboundHttp(allow_private=settings.allow_private_urls)
+        self.runner = Runner(script_engine, specs)
+        self.operators = OperatorRunner(self.sandbox, script_engine, specs, self.outbound,
+                                        retry_base_s=settings.http_retry_base_s)
         self.pool = None
 
     def start_workers(self, threads: int | None = None):
+        from engine.operators import OPERATOR
         from engine.worker import WorkerPool
 
         threads = self.settings.workers if threads is None else threads
         if self.pool is not None or threads <= 0:
             return self.pool
         handlers = {kind: self.runner for kind in self.runner.kinds}
+        handlers[OPERATOR] = self.operators
         self.pool = WorkerPool(self.app, handlers, threads=threads, lease_seconds=self.settings.job_lease_s,
                                poll_seconds=self.settings.poll_s)
         self.pool.start()
@@ -87,6 +96,7 @@ class Baton:
             self.pool.stop()
             self.pool = None
         self.sandbox.close()
+        self.outbound.close()
 
 
 def create_app(config: dict | None = None) -> Flask:

@@ -19,6 +19,7 @@ Flask error handlers (``channels/http.py``).
     ├── ForbiddenError        -32603 forbidden         403  (data.permission)
     ├── PayloadTooLargeError  -32600 payload_too_large 413
     ├── CallActivityError     a call activity names a process that is not deployed (fails its instance)
+    ├── OperatorError         an operator service task failed, e.g. HTTP after its retries (fails its instance)
     ├── ScriptError           a sandboxed script/condition/template failed (fails its instance)
     │   └── SandboxLimitError     it broke the time or memory limit
     └── OutboundError         -32603 outbound_failed   502  an outbound HTTP call failed (connect, timeout, size)
@@ -143,6 +144,12 @@ class CallActivityError(BatonError):
     """A call activity names a process that is not deployed."""
 
     reason = "call_activity"
+
+
+class OperatorError(BatonError):
+    """An operator service task failed (an HTTP call answered an error after its retries, ...)."""
+
+    reason = "operator_failed"
 
 
 class ScriptError(BatonError):

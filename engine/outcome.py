@@ -30,6 +30,7 @@ class Outcome:
     error: dict[str, Any] | None = None
     next_timer_at: datetime | None = None  # naive UTC, like every timestamp in the database
     workflow: BpmnWorkflow | None = None
+    dispatch: list[dict[str, Any]] = field(default_factory=list)  # operator tasks to hand to jobs
 
 
 def summarize(workflow: BpmnWorkflow, error: dict[str, Any] | None) -> Outcome:

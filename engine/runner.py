@@ -19,9 +19,9 @@ from SpiffWorkflow.exceptions import SpiffWorkflowException, TaskNotFoundExcepti
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import and_, delete, select, update
 
-from engine import jobs, store, tasks
+from engine import jobs, operators, store, tasks
 from engine.db import db, utcnow
-from engine.errors import CallActivityError, ScriptError
+from engine.errors import CallActivityError, OperatorError, ScriptError
 from engine.models import Instance, Job
 from engine.outcome import Outcome, summarize
 from engine.sandbox import script_error_of
@@ -51,6 +51,7 @@ class Runner:
             TIMER: self._apply_nothing,
             MESSAGE: self._apply_message,
             RETRY: self._apply_retry,
+            operators.OPERATOR_RESULT: self._apply_operator_result,
         }
 
     @property
@@ -80,6 +81,8 @@ class Runner:
         tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
                    outcome.workflow if outcome.status == "running" else None)
         self._schedule_timer(job, outcome)
+        for work in outcome.dispatch:
+            jobs.enqueue(job.tenant_id, operators.OPERATOR, payload={"instance_id": job.instance_id, **work})
         db.session.commit()
 
     def _save(self, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome, pinned: dict) -> bool:
@@ -172,9 +175,25 @@ class Runner:
             return self._apply_start(None, {**payload, "variables": {**payload["_variables"], **variables}})
         for task in workflow.get_tasks(state=TaskState.ERROR):
             workflow.reset_from_task_id(task.id, data={**task.data, **variables})
-        if variables:
-            for task in workflow.get_tasks(state=TaskState.READY):
-                task.data.update(variables)
+        for task in workflow.get_tasks(state=TaskState.READY):
+            task.data.update(variables)
+            if task.internal_data.pop(operators.FAILED, None) is not None:
+                task.internal_data.pop(operators.DISPATCHED, None)  # call again
+        return workflow
+
+    def _apply_operator_result(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow | None:
+        """An operator job's answer: its result goes into the task's data, or the instance fails."""
+        task = _find_task(workflow, payload["spiff_task_id"])
+        if task is None or task.state != TaskState.READY:
+            return workflow
+        if not payload["ok"]:
+            task.internal_data[operators.FAILED] = payload.get("status") or True
+            raise OperatorError(payload["message"], data={"element_id": task.task_spec.bpmn_id})
+        variable = task.task_spec.extensions.get("properties", {}).get("result_variable")
+        if variable:
+            task.data[variable] = payload.get("result")
+        task.internal_data.pop(operators.DISPATCHED, None)
+        task.run()
         return workflow
 
     # -- running -----------------------------------------------------------------------------
@@ -200,11 +219,16 @@ class Runner:
         except GuardrailError as exc:
             task = exc.data.pop("task")
             error = {"message": exc.message, "element_id": task.task_spec.bpmn_id}
+        except OperatorError as exc:
+            error = {"message": exc.message, "element_id": exc.data.get("element_id")}
         except (SpiffWorkflowException, ScriptError) as exc:
             error = describe_failure(exc)
         if workflow is None:  # the very first step failed: nothing to save yet, let the worker retry
             raise RuntimeError(f"could not start the workflow: {error}")
-        return summarize(workflow, error)
+        dispatch = operators.operator_tasks_to_dispatch(workflow) if error is None else []
+        outcome = summarize(workflow, error)
+        outcome.dispatch = dispatch
+        return outcome
 
 
 def _find_task(workflow: BpmnWorkflow | None, spiff_task_id: str):

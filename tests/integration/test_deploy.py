@@ -17,12 +17,12 @@ LAUGHS = """<?xml version="1.0"?>
   <bpmn:process id="p" isExecutable="true"><bpmn:startEvent id="s" name="&lol2;"/></bpmn:process>
 </bpmn:definitions>"""
 
-TIMER = """<?xml version="1.0"?>
+UNSUPPORTED = """<?xml version="1.0"?>
 <bpmn:definitions xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" id="d">
   <bpmn:process id="p" isExecutable="true">
     <bpmn:startEvent id="s"/>
     <bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="wait"/>
-    <bpmn:intermediateCatchEvent id="wait"><bpmn:timerEventDefinition/></bpmn:intermediateCatchEvent>
+    <bpmn:intermediateCatchEvent id="wait"><bpmn:signalEventDefinition/></bpmn:intermediateCatchEvent>
     <bpmn:sequenceFlow id="f2" sourceRef="wait" targetRef="script"/>
     <bpmn:scriptTask id="script"><bpmn:script>import os</bpmn:script></bpmn:scriptTask>
     <bpmn:sequenceFlow id="f3" sourceRef="script" targetRef="e"/>
@@ -64,9 +64,9 @@ def test_doctype_is_refused_and_nothing_is_stored(api, unique_code, xml):
 
 
 def test_unsupported_elements_and_bad_scripts_are_all_reported_with_lines(api, unique_code):
-    errors = refusal(api, TIMER, unique_code)
+    errors = refusal(api, UNSUPPORTED, unique_code)
     by_element = {e["element_id"]: e for e in errors}
-    assert "timer" in by_element["wait"]["message"].lower()
+    assert "signal" in by_element["wait"]["message"].lower()
     assert "import" in by_element["script"]["message"].lower()
     assert by_element["wait"]["line"] == 6 and by_element["script"]["line"] == 8
 

@@ -1,0 +1,170 @@
+"""Operator service tasks (``operator = http`` today): work that calls out, run outside the instance.
+
+The runner marks a ready operator task once and enqueues an ``operator`` job in its save
+transaction. That job is not an instance job, so it never holds the instance's queue: it reads the
+task's data, calls out with no transaction open and no lease on the instance, retries with backoff
+on 5xx, 429, timeouts and connection errors, and hands the answer back as an ``operator_result``
+job of the instance, which the runner applies under the usual compare-and-swap.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from SpiffWorkflow.util.task import TaskState
+from sqlalchemy import select
+
+from engine import jobs, store
+from engine.db import db
+from engine.errors import BatonError, OutboundError, OutboundRefusedError, ScriptError
+from engine.models import Instance
+from engine.outbound import OutboundHttp
+
+log = logging.getLogger("baton.operators")
+
+OPERATOR, OPERATOR_RESULT = "operator", "operator_result"
+DISPATCHED, FAILED = "baton_dispatched", "baton_failed"
+DEFAULT_RETRIES = 3
+RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
+
+
+@dataclass(frozen=True)
+class HttpCall:
+    method: str
+    url: str
+    headers: dict[str, str]
+    body: bytes | None
+    timeout_s: float
+
+
+class CallFailed(Exception):
+    def __init__(self, message: str, *, retryable: bool, retry_after_s: float | None = None,
+                 status: int | None = None):
+        super().__init__(message)
+        self.message, self.retryable, self.retry_after_s, self.status = message, retryable, retry_after_s, status
+
+
+def operator_tasks_to_dispatch(workflow) -> list[dict[str, Any]]:
+    """Ready operator tasks not yet handed to a job; marks them so each is dispatched once."""
+    found = []
+    for task in workflow.get_tasks(state=TaskState.READY):
+        operator = task.task_spec.extensions.get("operator") if task.task_spec.manual else None
+        if operator and not task.internal_data.get(DISPATCHED):
+            task.internal_data[DISPATCHED] = True
+            found.append({"spiff_task_id": str(task.id), "operator": operator})
+    return found
+
+
+def build_http_call(properties: dict[str, str], variables: dict[str, Any], sandbox) -> HttpCall:
+    """Render the http operator's templates (url, headers, body) against the task's variables."""
+    url = sandbox.render(properties["url"], variables).strip()
+    body_text = sandbox.render(properties["body"], variables) if properties.get("body") else None
+    method = (properties.get("method") or ("POST" if body_text is not None else "GET")).upper()
+    headers = {}
+    if properties.get("headers"):
+        for name, template in json.loads(properties["headers"]).items():
+            headers[name] = sandbox.render(template, variables)
+    if body_text is not None and not any(k.lower() == "content-type" for k in headers):
+        headers["Content-Type"] = "application/json" if _is_json(body_text) else "text/plain; charset=utf-8"
+    return HttpCall(method, url, headers, body_text.encode() if body_text is not None else None,
+                    float(properties.get("timeout_s") or 10))
+
+
+def _is_json(text: str) -> bool:
+    try:
+        json.loads(text)
+        return True
+    except ValueError:
+        return False
+
+
+def retry_delay(attempt: int, base_s: float, retry_after_s: float | None) -> float:
+    """Growing delays (base, 4x, 16x ... capped at 10 min); a server's Retry-After wins when longer."""
+    delay = min(base_s * 4 ** (attempt - 1), 600.0)
+    return max(delay, retry_after_s or 0.0)
+
+
+class OperatorRunner:
+    """Job handler for ``operator`` jobs."""
+
+    def __init__(self, sandbox, script_engine, spec_cache: store.SpecCache, outbound: OutboundHttp,
+                 retry_base_s: float):
+        self.sandbox = sandbox
+        self.script_engine = script_engine
+        self.specs = spec_cache
+        self.outbound = outbound
+        self.retry_base_s = retry_base_s
+
+    def advance(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+        instance_id = job.payload["instance_id"]
+        task = self._load_task(instance_id, job.payload["spiff_task_id"])
+        if task is None:  # the instance ended or moved on (cancelled, interrupted by a timer)
+            jobs.finish(job, worker_id)
+            db.session.commit()
+            return
+        properties = task.task_spec.extensions.get("properties", {})
+        retries = int(properties.get("retries") or DEFAULT_RETRIES)
+        try:
+            call = build_http_call(properties, dict(task.data), self.sandbox)
+            jobs.extend_lease(job, worker_id, call.timeout_s + 30)
+            result = self._call(call)
+        except CallFailed as failure:
+            if failure.retryable and job.attempts <= retries:
+                jobs.release(job, worker_id, error=failure.message,
+                             delay_seconds=retry_delay(job.attempts, self.retry_base_s, failure.retry_after_s))
+                return
+            outcome = {"ok": False, "message": failure.message, "status": failure.status}
+        except (ScriptError, ValueError) as exc:
+            message = exc.message if isinstance(exc, BatonError) else f"The headers property is not valid JSON: {exc}"
+            outcome = {"ok": False, "message": f"Building the HTTP request failed: {message}", "status": None}
+        else:
+            outcome = {"ok": True, "result": result}
+        jobs.enqueue(job.tenant_id, OPERATOR_RESULT, instance_id=instance_id,
+                     payload={"spiff_task_id": job.payload["spiff_task_id"], **outcome})
+        jobs.finish(job, worker_id)
+        db.session.commit()
+
+    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+        jobs.enqueue(job.tenant_id, OPERATOR_RESULT, instance_id=job.payload["instance_id"],
+                     payload={"spiff_task_id": job.payload["spiff_task_id"], "ok": False, "status": None,
+                              "message": "An internal error stopped this call; the instance can be retried."})
+        jobs.finish(job, worker_id)
+        db.session.commit()
+
+    def _load_task(self, instance_id: int, spiff_task_id: str):
+        row = db.session.execute(
+            select(Instance.tenant_id, Instance.status, Instance.state, Instance.definition_id,
+                   Instance.called_definitions).where(Instance.id == instance_id)).one_or_none()
+        if row is None or row.status != "running" or row.state is None:
+            return None
+        specs, _ = self.specs.resolve(row.tenant_id, row.definition_id, row.called_definitions)
+        db.session.rollback()  # nothing is held while calling out
+        workflow = store.restore_workflow(row.state, specs, self.script_engine)
+        from uuid import UUID
+
+        try:
+            task = workflow.get_task_from_id(UUID(spiff_task_id))
+        except Exception:  # noqa: BLE001 - a task gone from the tree is simply not there any more
+            return None
+        return task if task.state == TaskState.READY else None
+
+    def _call(self, call: HttpCall) -> Any:
+        try:
+            response = self.outbound.request(call.method, call.url, headers=call.headers, body=call.body,
+                                             timeout_s=call.timeout_s)
+        except OutboundRefusedError as exc:
+            raise CallFailed(exc.message, retryable=False) from None
+        except OutboundError as exc:
+            raise CallFailed(exc.message, retryable=True) from None
+        if not 200 <= response.status < 300:
+            raise CallFailed(f"The HTTP call to {call.url.split('?')[0]} answered {response.status}.",
+                             retryable=response.status in RETRYABLE_STATUSES,
+                             retry_after_s=response.retry_after_s(), status=response.status)
+        if not response.body:
+            return None
+        try:
+            return response.json()
+        except Exception:  # noqa: BLE001 - a non-JSON answer is kept as text
+            return response.body.decode("utf-8", errors="replace")
