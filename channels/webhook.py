@@ -22,12 +22,16 @@ def _variables(body: bytes) -> dict:
         raise BadRequestError(f"Unsupported Content-Type '{mimetype}': send application/json "
                            "or application/x-www-form-urlencoded.")
     try:
-        value = json.loads(body)
+        value = json.loads(body, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError):
-        raise BadRequestError("The body is not valid JSON.") from None
+        raise BadRequestError("The body is not valid JSON (NaN and Infinity are not JSON either).") from None
     if not isinstance(value, dict):
         raise BadRequestError(f"The body must be a JSON object, not {type(value).__name__}.")
     return value
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
 
 
 @bp.post("/webhooks/inbound/<webhook_id>")

@@ -12,13 +12,15 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from engine.db import db, iso, utcnow
 from engine.errors import ConflictError, ForbiddenError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.models import ApiKey, Tenant
 
 ADMIN = "admin"
+# Method groups that need ``admin``: a key granted ``definition.*`` would be granted nothing.
+ADMIN_GROUPS = ("definition", "apikey", "webhook", "channel", "delivery")
 _PERMISSION = re.compile(r"^(\*|admin|[a-z_]+\.(\*|[a-z_]+))$")
 _KEY = re.compile(r"^bt_([A-Za-z0-9]{12})_([A-Za-z0-9_-]{32})$")
 # Compared against when no row matches, so an unknown prefix costs the same time as a wrong secret.
@@ -73,6 +75,10 @@ def validate_permissions(permissions: object) -> list[str]:
             raise InvalidParamsError(
                 f"Parameter 'permissions' has an invalid entry {permission!r}: use a method name "
                 "like 'process.start', a wildcard like 'process.*', 'admin' or '*'.")
+        if permission.split(".")[0] in ADMIN_GROUPS:
+            raise InvalidParamsError(
+                f"Parameter 'permissions' has {permission!r}, which grants nothing: administration "
+                "methods need the permission 'admin'.")
     return list(dict.fromkeys(permissions))
 
 
@@ -102,11 +108,15 @@ def create_tenant(name: str) -> tuple[Tenant, str]:
     return tenant, raw
 
 
-def list_keys(tenant_id: int) -> list[dict]:
+def list_keys(tenant_id: int, *, page: int, per_page: int) -> dict:
+    total = db.session.execute(
+        select(func.count()).select_from(ApiKey).where(ApiKey.tenant_id == tenant_id)).scalar_one()
     rows = db.session.execute(
-        select(ApiKey).where(ApiKey.tenant_id == tenant_id).order_by(ApiKey.id.desc())).scalars()
-    return [{"key_id": r.id, "name": r.name, "prefix": r.prefix, "permissions": r.permissions,
-             "created_at": iso(r.created_at), "revoked_at": iso(r.revoked_at)} for r in rows]
+        select(ApiKey).where(ApiKey.tenant_id == tenant_id).order_by(ApiKey.id.desc())
+        .limit(per_page).offset((page - 1) * per_page)).scalars()
+    items = [{"key_id": r.id, "name": r.name, "prefix": r.prefix, "permissions": r.permissions,
+              "created_at": iso(r.created_at), "revoked_at": iso(r.revoked_at)} for r in rows]
+    return {"items": items, "page": page, "per_page": per_page, "total": total}
 
 
 def revoke_key(tenant_id: int, key_id: int) -> dict:

@@ -31,6 +31,7 @@ def deploy(tenant_id: int, xml: str, code: str | None, *, public_url: str) -> di
     code = parsed.process_id if code is None else code
     if not _CODE.match(code or ""):
         raise InvalidParamsError("Parameter 'code' must be 1 to 200 letters, digits, '_', '.' or '-'.")
+    _refuse_several_starts(parsed)
     _refuse_unknown_channels(parsed)
     for attempt in range(3):  # two deploys of one code at once: the loser takes the next version
         try:
@@ -39,6 +40,19 @@ def deploy(tenant_id: int, xml: str, code: str | None, *, public_url: str) -> di
             db.session.rollback()
             if attempt == 2:
                 raise
+
+
+def _refuse_several_starts(parsed) -> None:
+    # SpiffWorkflow always enters a process at its first start event, whatever triggered it; rather
+    # than start the wrong branch, a process has one start event (one process per trigger; shared
+    # steps go into a process that each one calls with a call activity).
+    if len(parsed.start_events) > 1:
+        ids = ", ".join(f"'{start.element_id}'" for start in parsed.start_events)
+        raise BpmnValidationError([
+            {"element_id": start.element_id, "line": getattr(start, "line", None),
+             "message": f"The process has {len(parsed.start_events)} start events ({ids}); Baton runs "
+                        "processes with exactly one. Use one process per trigger."}
+            for start in parsed.start_events[1:]])
 
 
 def _refuse_unknown_channels(parsed) -> None:

@@ -80,6 +80,10 @@ def _is_json(text: str) -> bool:
         return False
 
 
+def _not_json(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
 def retry_delay(attempt: int, base_s: float, retry_after_s: float | None) -> float:
     """Growing delays (base, 4x, 16x ... capped at 10 min); a server's Retry-After wins when longer."""
     delay = min(base_s * 4 ** (attempt - 1), 600.0)
@@ -164,7 +168,8 @@ class OperatorRunner:
                              retry_after_s=response.retry_after_s(), status=response.status)
         if not response.body:
             return None
+        text = response.body.decode("utf-8", errors="replace")
         try:
-            return response.json()
-        except Exception:  # noqa: BLE001 - a non-JSON answer is kept as text
-            return response.body.decode("utf-8", errors="replace")
+            return json.loads(text, parse_constant=_not_json)
+        except ValueError:  # a non-JSON answer (or one with NaN) is kept as text
+            return text

@@ -243,7 +243,11 @@ def _find_task(workflow: BpmnWorkflow | None, spiff_task_id: str):
 def describe_failure(exc: Exception) -> dict[str, Any]:
     """``{message, element_id}`` for a failed instance: our sandbox's words when it was the cause."""
     task = getattr(exc, "task", None)
-    element_id = getattr(getattr(task, "task_spec", None), "bpmn_id", None)
+    spec = getattr(task, "task_spec", None) or getattr(exc, "task_spec", None)
+    element_id = getattr(spec, "bpmn_id", None)
+    if str(exc).startswith("No conditions satisfied"):
+        return {"message": f"No outgoing flow of gateway '{element_id}' has a true condition, and it has "
+                           "no default flow.", "element_id": element_id}
     cause = script_error_of(exc)
     if cause is not None:
         message = cause.message

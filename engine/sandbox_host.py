@@ -219,13 +219,13 @@ def run(script: str, variables: dict) -> dict:
 def encode(reply: dict) -> bytes:
     """The reply as one JSON line; a value JSON cannot carry becomes an error naming its variable."""
     try:
-        data = json.dumps(reply, separators=(",", ":"), ensure_ascii=False).encode()
+        data = json.dumps(reply, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
     except MemoryError:
         return encode(_failure("memory", "the script's result did not fit in memory"))
     except (TypeError, ValueError, RecursionError):
         for key, value in reply.get("variables", {}).items():
             try:
-                json.dumps(value)
+                json.dumps(value, allow_nan=False)  # NaN and Infinity are not JSON: no database keeps them
             except (TypeError, ValueError, RecursionError) as exc:
                 why = type(value).__name__ if isinstance(exc, TypeError) else str(exc)
                 return encode(_failure("script", f"variable '{key}' is not JSON-serializable ({why})"))

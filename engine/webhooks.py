@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 from engine import instances
 from engine.db import db, iso, utcnow
 from engine.definitions import new_webhook_id, webhook_url
-from engine.errors import InvalidParamsError, NotFoundError, UnauthorizedError
+from engine.errors import BadRequestError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.models import IdempotencyRecord, WebhookRoute
 
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
@@ -33,7 +33,8 @@ def find_route(webhook_id: str) -> WebhookRoute:
 def verify_signature(route: WebhookRoute, body: bytes, signature: str | None) -> None:
     if route.secret is None:
         return
-    if not signature or not hmac.compare_digest(signature.encode(), signature_of(route.secret, body).encode()):
+    if not signature or not hmac.compare_digest(signature.strip().lower().encode(),
+                                                signature_of(route.secret, body).encode()):
         raise UnauthorizedError("The X-Baton-Signature header is missing or does not match the body.")
 
 
@@ -41,8 +42,8 @@ def start_from_webhook(route: WebhookRoute, variables: dict[str, Any],
                        idempotency_key: str | None) -> dict[str, Any]:
     """Start the latest version of the route's code; replay the first answer for a known key."""
     if idempotency_key is not None:
-        if len(idempotency_key) > 255:
-            raise InvalidParamsError("The Idempotency-Key header must be at most 255 characters.")
+        if not 1 <= len(idempotency_key) <= 255:
+            raise BadRequestError("The Idempotency-Key header must be 1 to 255 characters.")
         earlier = _earlier_answer(route.id, idempotency_key)
         if earlier is not None:
             return earlier
@@ -54,6 +55,8 @@ def start_from_webhook(route: WebhookRoute, variables: dict[str, Any],
     if idempotency_key is None:
         db.session.commit()
         return answer
+    # Keys older than the window are forgotten here, so the table stays as small as a day of calls.
+    db.session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.created_at < utcnow() - IDEMPOTENCY_WINDOW))
     db.session.add(IdempotencyRecord(route_id=route.id, key=idempotency_key, response=answer))
     try:
         db.session.commit()

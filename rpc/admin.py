@@ -50,9 +50,9 @@ def apikey_create(ctx, params):
 
 @rpc_method("apikey.list", permission="admin")
 def apikey_list(ctx, params):
-    reject_unknown(params, set())
-    keys = auth.list_keys(ctx.tenant_id)
-    return {"items": keys, "page": 1, "per_page": len(keys), "total": len(keys)}
+    reject_unknown(params, {"page", "per_page"})
+    page, per_page = page_params(params)
+    return auth.list_keys(ctx.tenant_id, page=page, per_page=per_page)
 
 
 @rpc_method("apikey.revoke", permission="admin")

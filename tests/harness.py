@@ -110,7 +110,7 @@ class BatonServer:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "DATABASE_URL": database_url, "BATON_PUBLIC_URL": self.base_url,
-                    "BATON_ALLOW_PRIVATE_URLS": "1", "BATON_SCRIPT_TIMEOUT_S": "2",
+                    "BATON_ALLOW_PRIVATE_URLS": "1", "BATON_SCRIPT_TIMEOUT_S": "2", "BATON_HTTP_RETRY_BASE_S": "0.2",
                     "PYTHONUNBUFFERED": "1", **env}
         self.process: subprocess.Popen | None = None
         self.log_path = workdir / f"server-{self.port}.log"

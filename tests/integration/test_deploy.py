@@ -123,3 +123,13 @@ def test_deep_nesting_is_refused_without_crashing(api, unique_code):
            + "<a>" * 5000 + "</a>" * 5000 + "</bpmn:definitions>")
     assert refusal(api, xml, unique_code)
     assert api.call("process.list")["page"] == 1  # still serving
+
+
+def test_a_process_with_two_start_events_is_refused_naming_them(api, unique_code):
+    xml = bpmn("wait_for_person.bpmn").replace(
+        '<bpmn:startEvent id="start" />',
+        '<bpmn:startEvent id="start" /><bpmn:startEvent id="second_start" />'
+        '<bpmn:sequenceFlow id="f0" sourceRef="second_start" targetRef="review" />')
+    errors = refusal(api, xml, unique_code)
+    assert [e["element_id"] for e in errors] == ["second_start"]
+    assert "start" in errors[0]["message"] and "'start'" in errors[0]["message"]

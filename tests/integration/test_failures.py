@@ -88,3 +88,25 @@ def test_loop_that_would_be_silently_truncated_fails_loudly(api, unique_code):
     assert status["error"]["element_id"] in ("count", "again")
     assert "loop" in status["error"]["message"]
     assert 0 < status["variables"]["counter"] < 5000
+
+
+def test_script_producing_nan_fails_with_a_clear_message(api, unique_code):
+    api.deploy(bpmn("failing_script.bpmn").replace("ratio = 10 / divisor", "ratio = float(divisor)"),
+               code=unique_code)
+    instance_id = api.call("process.start", definition_id=unique_code, variables={"divisor": "nan"})["instance_id"]
+    status = api.wait_for(instance_id)
+    assert status["status"] == "failed" and status["error"]["element_id"] == "divide"
+    assert "ratio" in status["error"]["message"]
+
+
+def test_gateway_with_no_true_condition_names_the_gateway(api, unique_code):
+    xml = bpmn("counting_loop.bpmn").replace(' default="done"', "").replace(
+        '<bpmn:sequenceFlow id="done" sourceRef="again" targetRef="end" />',
+        '<bpmn:sequenceFlow id="done" sourceRef="again" targetRef="end"><bpmn:conditionExpression>'
+        'counter == target</bpmn:conditionExpression></bpmn:sequenceFlow>')
+    api.deploy(xml, code=unique_code)
+    instance_id = api.call("process.start", definition_id=unique_code, variables={"counter": 5, "target": 2})["instance_id"]
+    status = api.wait_for(instance_id)
+    assert status["status"] == "failed"
+    assert status["error"] == {"element_id": "again", "message": status["error"]["message"]}
+    assert "again" in status["error"]["message"] and "default" in status["error"]["message"]

@@ -122,3 +122,16 @@ def test_health_and_readiness(server):
     assert requests.get(server.base_url + "/readyz", timeout=10).json() == {"status": "ready"}
     metrics = requests.get(server.base_url + "/metrics", timeout=10)
     assert "baton_jobs_pending" in metrics.text
+
+
+def test_admin_method_groups_are_refused_as_permissions(api):
+    with pytest.raises(RpcError) as caught:
+        api.call("apikey.create", name="x", permissions=["definition.*"])
+    assert caught.value.reason == "invalid_params" and "admin" in caught.value.message
+
+
+def test_apikey_list_is_a_page(api):
+    for n in range(3):
+        api.call("apikey.create", name=f"paged-{n}", permissions=["process.status"])
+    page = api.call("apikey.list", per_page=2)
+    assert page["per_page"] == 2 and len(page["items"]) == 2 and page["total"] >= 4

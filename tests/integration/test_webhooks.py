@@ -154,3 +154,24 @@ def test_other_tenant_cannot_manage_our_webhook(webhook, other_api):
             other_api.call(method, **params)
         assert caught.value.reason == "not_found"
     assert webhook["webhook_id"] not in [r["webhook_id"] for r in other_api.call("webhook.list")["items"]]
+
+
+@pytest.mark.parametrize("body", [b'{"amount": NaN}', b'{"amount": Infinity}', b'{"amount": -Infinity}'])
+def test_nan_and_infinity_are_not_json(webhook, body):
+    response = post(webhook["url"], data=body, headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "bad_request"
+
+
+def test_uppercase_hex_signature_is_accepted(webhook, api):
+    secret = "another-secret-value"
+    api.call("webhook.update", webhook_id=webhook["webhook_id"], secret=secret)
+    body = b'{"amount": 5}'
+    signature = "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest().upper()
+    response = post(webhook["url"], data=body, headers={"Content-Type": "application/json",
+                                                        "X-Baton-Signature": signature})
+    assert response.status_code == 202
+
+
+def test_idempotency_key_too_long_is_bad_request(webhook):
+    response = post(webhook["url"], json={"amount": 1}, headers={"Idempotency-Key": "k" * 256})
+    assert response.status_code == 400 and response.json()["error"]["code"] == "bad_request"
