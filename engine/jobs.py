@@ -9,11 +9,12 @@ its effect (``finish``); a killed worker's lease runs out and the job is claimed
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
-from sqlalchemy import and_, delete, event, exists, func, or_, select, text, update
+from sqlalchemy import and_, bindparam, delete, event, exists, func, or_, select, text, update
 from sqlalchemy.orm import Session, aliased
 
 from engine.db import db, is_postgres, utcnow
@@ -75,35 +76,70 @@ def _forget_after_rollback(session):
     session.info.pop("baton_notify", None)
 
 
-def claim(worker_id: str, lease_seconds: float, limit: int = 1) -> list[ClaimedJob]:
-    """Lease up to ``limit`` ready jobs to ``worker_id`` and commit the lease."""
-    now = utcnow()
-    other = aliased(Job)
+_jobs = Job.__table__  # the hot path's statements are Core, on the table: no ORM layer
+
+
+@functools.lru_cache(maxsize=None)
+def _claim_statements(postgres: bool, returning: bool, limit: int):
+    """The claim's statements, built once: building and cache-keying them on every call, and
+    running them through the ORM, cost more CPU than the database spends executing them."""
+    now = bindparam("now")
+    other = _jobs.alias("other")
     blocked = exists().where(
-        other.instance_id == Job.instance_id, other.id != Job.id,
-        or_(and_(other.id < Job.id, other.run_at <= now), other.locked_until >= now))
-    query = (select(Job.id)
-             .where(Job.run_at <= now, or_(Job.locked_until.is_(None), Job.locked_until < now), ~blocked)
-             .order_by(Job.id).limit(limit))
-    if is_postgres():
-        query = query.with_for_update(skip_locked=True, of=Job)
+        other.c.instance_id == _jobs.c.instance_id, other.c.id != _jobs.c.id,
+        or_(and_(other.c.id < _jobs.c.id, other.c.run_at <= now), other.c.locked_until >= now))
+    # In (run_at, id) order, the order of ix_jobs_run_at_id: the scan stops at the first ready
+    # job instead of visiting and sorting every due job, so a claim costs the same with a
+    # backlog of thousands as with none. Per instance, jobs still run one at a time and in id
+    # order: that is the ``blocked`` condition's work, whatever the scan order.
+    pick = (select(_jobs.c.id)
+            .where(_jobs.c.run_at <= now,
+                   or_(_jobs.c.locked_until.is_(None), _jobs.c.locked_until < now), ~blocked)
+            .order_by(_jobs.c.run_at, _jobs.c.id).limit(limit))
+    if postgres:
+        pick = pick.with_for_update(skip_locked=True, of=_jobs)
+    ids = bindparam("ids", expanding=True)
+    columns = (_jobs.c.id, _jobs.c.tenant_id, _jobs.c.instance_id, _jobs.c.kind, _jobs.c.payload,
+               _jobs.c.attempts)
+    lease = (update(_jobs).where(_jobs.c.id.in_(ids))
+             .values(locked_by=bindparam("worker_id"), locked_until=bindparam("locked_until"),
+                     attempts=_jobs.c.attempts + 1))
+    if returning:  # PostgreSQL, SQLite >= 3.35: lease and read back in one statement
+        return pick, lease.returning(*columns), None
+    return pick, lease, select(*columns).where(_jobs.c.id.in_(ids))
+
+
+def claim(worker_id: str, lease_seconds: float, limit: int = 1) -> list[ClaimedJob]:
+    """Lease up to ``limit`` ready jobs to ``worker_id`` and commit the lease.
+
+    Oldest due first, at most one job per instance (a leased job holds back its instance's others).
+    """
+    now = utcnow()
+    dialect = db.engine.dialect
+    pick, lease, read = _claim_statements(dialect.name == "postgresql", bool(dialect.update_returning), limit)
     try:
-        ids = list(db.session.execute(query).scalars())
+        connection = db.session.connection()
+        ids = list(connection.execute(pick, {"now": now}).scalars())
         if not ids:
             db.session.rollback()
             return []
-        db.session.execute(
-            update(Job).where(Job.id.in_(ids))
-            .values(locked_by=worker_id, locked_until=now + timedelta(seconds=lease_seconds),
-                    attempts=Job.attempts + 1))
-        rows = db.session.execute(
-            select(Job.id, Job.tenant_id, Job.instance_id, Job.kind, Job.payload, Job.attempts)
-            .where(Job.id.in_(ids)).order_by(Job.id)).all()
+        rows = connection.execute(lease, {"ids": ids, "worker_id": worker_id,
+                                          "locked_until": now + timedelta(seconds=lease_seconds)})
+        if read is not None:
+            rows = connection.execute(read, {"ids": ids})
+        order = {job_id: index for index, job_id in enumerate(ids)}
+        rows = sorted(rows.all(), key=lambda row: order[row.id])
         db.session.commit()
     except Exception:
         db.session.rollback()
         raise
     return [ClaimedJob(*row) for row in rows]
+
+
+_finish = delete(_jobs).where(_jobs.c.id == bindparam("id"), _jobs.c.locked_by == bindparam("worker_id"))
+_next_of_instance = (select(_jobs.c.id)
+                     .where(_jobs.c.instance_id == bindparam("instance_id"), _jobs.c.run_at <= bindparam("now"))
+                     .limit(1))
 
 
 def finish(job: ClaimedJob, worker_id: str) -> bool:
@@ -112,11 +148,11 @@ def finish(job: ClaimedJob, worker_id: str) -> bool:
     When the instance has a next job already due, workers are woken at commit: that job was
     held back only by this one.
     """
-    result = db.session.execute(delete(Job).where(Job.id == job.id, Job.locked_by == worker_id))
-    if result.rowcount != 1:
+    connection = db.session.connection()
+    if connection.execute(_finish, {"id": job.id, "worker_id": worker_id}).rowcount != 1:
         return False
-    if job.instance_id is not None and db.session.execute(
-            select(Job.id).where(Job.instance_id == job.instance_id, Job.run_at <= utcnow()).limit(1)).first():
+    if job.instance_id is not None and connection.execute(
+            _next_of_instance, {"instance_id": job.instance_id, "now": utcnow()}).first():
         _notify_on_commit()
     return True
 
@@ -128,13 +164,18 @@ def extend_lease(job: ClaimedJob, worker_id: str, seconds: float) -> None:
     db.session.commit()
 
 
-def release(job: ClaimedJob, worker_id: str, *, delay_seconds: float = 0.0, error: str | None = None) -> None:
-    """Give a job back (to be tried again after ``delay_seconds``) and commit."""
+def release(job: ClaimedJob, worker_id: str, *, delay_seconds: float = 0.0, error: str | None = None,
+            unclaim: bool = False) -> None:
+    """Give a job back (to be tried again after ``delay_seconds``) and commit.
+
+    ``unclaim``: the job was never tried (the rest of a batch given back): its claim is not an attempt.
+    """
     db.session.rollback()
     db.session.execute(
         update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
         .values(locked_by=None, locked_until=None, last_error=error,
-                run_at=utcnow() + timedelta(seconds=delay_seconds)))
+                run_at=utcnow() + timedelta(seconds=delay_seconds),
+                attempts=Job.attempts - 1 if unclaim else Job.attempts))
     db.session.commit()
 
 
