@@ -57,37 +57,43 @@ class Settings:
 
 
 class Baton:
-    """What the app holds besides Flask: settings, the sandbox, the runner and the worker pool."""
+    """What the app holds besides Flask: settings, and once workers start, the machinery they run.
+
+    The sandbox, the runner and the outbound client exist only in a process that runs workers
+    (a web-only process needs none of them), sized to its worker threads.
+    """
 
     def __init__(self, app: Flask, settings: Settings):
-        from engine.operators import OperatorRunner
+        self.app = app
+        self.settings = settings
+        self.sandbox = None
+        self.outbound = None
+        self.pool = None
+
+    def start_workers(self, threads: int | None = None):
+        from engine.operators import OPERATOR, OperatorRunner
         from engine.outbound import OutboundHttp
         from engine.runner import Runner
         from engine.sandbox import Sandbox, SandboxScriptEngine
         from engine.store import SpecCache
-
-        self.app = app
-        self.settings = settings
-        self.sandbox = Sandbox(timeout_s=settings.script_timeout_s, memory_mb=settings.script_memory_mb,
-                               hosts=max(1, settings.workers))
-        script_engine, specs = SandboxScriptEngine(self.sandbox), SpecCache()
-        self.outbound = OutboundHttp(allow_private=settings.allow_private_urls)
-        self.runner = Runner(script_engine, specs)
-        self.operators = OperatorRunner(self.sandbox, script_engine, specs, self.outbound,
-                                        retry_base_s=settings.http_retry_base_s)
-        self.pool = None
-
-    def start_workers(self, threads: int | None = None):
-        from engine.operators import OPERATOR
+        from engine.timer_starts import TIMER_START, TimerStartRunner
         from engine.worker import WorkerPool
 
         threads = self.settings.workers if threads is None else threads
         if self.pool is not None or threads <= 0:
             return self.pool
-        handlers = {kind: self.runner for kind in self.runner.kinds}
-        handlers[OPERATOR] = self.operators
-        self.pool = WorkerPool(self.app, handlers, threads=threads, lease_seconds=self.settings.job_lease_s,
-                               poll_seconds=self.settings.poll_s)
+        settings = self.settings
+        self.sandbox = Sandbox(timeout_s=settings.script_timeout_s, memory_mb=settings.script_memory_mb,
+                               hosts=threads)
+        self.outbound = OutboundHttp(allow_private=settings.allow_private_urls)
+        script_engine, specs = SandboxScriptEngine(self.sandbox), SpecCache()
+        runner = Runner(script_engine, specs)
+        handlers = {kind: runner for kind in runner.kinds}
+        handlers[TIMER_START] = TimerStartRunner()
+        handlers[OPERATOR] = OperatorRunner(self.sandbox, script_engine, specs, self.outbound,
+                                            retry_base_s=settings.http_retry_base_s)
+        self.pool = WorkerPool(self.app, handlers, threads=threads, lease_seconds=settings.job_lease_s,
+                               poll_seconds=settings.poll_s)
         self.pool.start()
         return self.pool
 
@@ -95,8 +101,9 @@ class Baton:
         if self.pool is not None:
             self.pool.stop()
             self.pool = None
-        self.sandbox.close()
-        self.outbound.close()
+        for part in (self.sandbox, self.outbound):
+            if part is not None:
+                part.close()
 
 
 def create_app(config: dict | None = None) -> Flask:
@@ -182,7 +189,8 @@ def _register_cli(app: Flask) -> None:
         click.echo(key)
 
     @app.cli.command("worker")
-    @click.option("--threads", default=1, show_default=True, help="Worker threads in this process.")
+    @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
+                  help="Worker threads in this process.")
     def worker(threads):
         """Run background workers in this process until stopped."""
         import signal

@@ -2,8 +2,9 @@
 
 The engine uses only what is re-exported here.
 """
-from bpmn.deploy import ParsedDefinition, StartEventInfo, parse_definition
+from bpmn.deploy import ParsedDefinition, StartEventInfo, TimerStartInfo, parse_definition
+from bpmn.events import message_event, start_at
 from bpmn.serializer import load_spec, make_serializer, workflow_from_json, workflow_to_json
 
-__all__ = ["ParsedDefinition", "StartEventInfo", "load_spec", "make_serializer", "parse_definition",
-           "workflow_from_json", "workflow_to_json"]
+__all__ = ["ParsedDefinition", "StartEventInfo", "TimerStartInfo", "load_spec", "make_serializer",
+           "message_event", "parse_definition", "start_at", "workflow_from_json", "workflow_to_json"]

@@ -4,37 +4,72 @@ Anything in the BPMN namespace that this table does not name is refused at deplo
 "<element> is not supported yet" (an allowlist, so a new BPMN construct is never silently
 mis-run). Support for something new starts with one line here. Elements of other namespaces
 (diagram interchange, vendor extensions) never execute and are ignored.
+
+Where an element is allowed only in some places (a message start event only opens an event
+subprocess, a cycle timer only repeats where something can repeat) the rule and its sentence live
+in ``bpmn.checks.events``; this table says which children an element may carry at all.
 """
 from __future__ import annotations
 
 _COMMON = frozenset({"documentation", "extensionElements", "incoming", "outgoing"})
+LOOPS = frozenset({"standardLoopCharacteristics", "multiInstanceLoopCharacteristics"})
+_ACTIVITY = _COMMON | LOOPS  # the activities a loop may repeat
 
 # Executable elements of a process -> the child elements each may carry. A child not listed
-# refuses its parent: "task with multiInstanceLoopCharacteristics is not supported yet".
+# refuses its parent: "task with ioSpecification is not supported yet".
 FLOW_ELEMENTS: dict[str, frozenset[str]] = {
-    "startEvent": _COMMON,                                   # none start; see TRIGGERS
-    "endEvent": _COMMON | {"terminateEventDefinition"},      # none and terminate end
-    "task": _COMMON,
-    "scriptTask": _COMMON | {"script"},                      # Python, see SCRIPT_FORMATS
-    "userTask": _COMMON,
-    "manualTask": _COMMON,
-    "serviceTask": _COMMON,                                  # only with an ENABLED_OPERATORS operator
+    # none start; timer start (top level and event subprocesses); message/error/escalation
+    # start of an event subprocess only. See TRIGGERS for the profile's start triggers.
+    "startEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
+                             "escalationEventDefinition"},
+    "endEvent": _COMMON | {"terminateEventDefinition", "errorEventDefinition",
+                           "escalationEventDefinition"},
+    "intermediateCatchEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition"},
+    "intermediateThrowEvent": _COMMON | {"escalationEventDefinition"},  # none or escalation
+    "boundaryEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
+                                "escalationEventDefinition"},
+    "task": _ACTIVITY,
+    "scriptTask": _ACTIVITY | {"script"},                    # Python, see SCRIPT_FORMATS
+    "userTask": _ACTIVITY,
+    "manualTask": _ACTIVITY,
+    "serviceTask": _ACTIVITY,                                # only with an ENABLED_OPERATORS operator
+    "receiveTask": _COMMON,                                  # with a messageRef
+    "callActivity": _ACTIVITY,                               # calledElement: another definition's code
+    "subProcess": _ACTIVITY,                                 # embedded, or an event subprocess
     "exclusiveGateway": _COMMON,
     "parallelGateway": _COMMON,
     "inclusiveGateway": _COMMON,
+    "eventBasedGateway": _COMMON,
     "sequenceFlow": frozenset({"documentation", "extensionElements", "conditionExpression"}),
 }
 
+# Elements whose children are a process of their own, checked like the top-level process.
+CONTAINERS = frozenset({"subProcess"})
+
+# Every element BPMN 2.0 allows inside a process or subprocess. Inside a container these are its
+# content (checked by the container's own pass); any other child is the container's own attribute.
+BPMN_FLOW_CONTENT = frozenset({
+    "task", "userTask", "manualTask", "scriptTask", "serviceTask", "sendTask", "receiveTask",
+    "businessRuleTask", "callActivity", "subProcess", "transaction", "adHocSubProcess",
+    "callChoreography", "subChoreography", "choreographyTask", "startEvent", "endEvent",
+    "intermediateCatchEvent", "intermediateThrowEvent", "boundaryEvent", "implicitThrowEvent",
+    "exclusiveGateway", "inclusiveGateway", "parallelGateway", "eventBasedGateway", "complexGateway",
+    "sequenceFlow", "dataObject", "dataObjectReference", "dataStoreReference", "textAnnotation",
+    "association", "group", "laneSet",
+})
+
 # Non-executable decoration: accepted anywhere in a process, ignored with everything inside it.
 # Data associations go too: data objects are drawings here, not SpiffWorkflow data stores.
+# Message correlation is accepted and ignored: process.message names the one instance it is
+# for, so there is nothing to correlate (the parser builds message events without correlation).
 DECORATION = frozenset({
     "documentation", "extensionElements", "textAnnotation", "association", "group", "category",
     "laneSet", "lane", "dataObject", "dataObjectReference", "dataStoreReference",
-    "dataInputAssociation", "dataOutputAssociation",
+    "dataInputAssociation", "dataOutputAssociation", "correlationSubscription",
 })
 
 # Children of <definitions> besides <process>: declarations that do nothing unless an element
-# refers to them (and such elements are refused), or diagrams of pools and message flows.
+# refers to them, or diagrams of pools and message flows.
 ROOT_DECLARATIONS = frozenset({
     "collaboration", "message", "signal", "error", "escalation", "itemDefinition", "category",
     "dataStore", "interface", "resource", "import", "extension", "relationship",
@@ -43,15 +78,23 @@ ROOT_DECLARATIONS = frozenset({
 })
 
 # Elements removed from the tree before SpiffWorkflow parses it, because Spiff would give them
-# meaning that Baton does not (it would try to move data objects, or insist on a store class).
-STRIPPED_BEFORE_SPIFF = frozenset({"dataInputAssociation", "dataOutputAssociation", "dataStore"})
+# meaning that Baton does not (it would try to move data objects, insist on a store class, or
+# refuse a correlation property without retrieval expressions that Baton ignores anyway).
+STRIPPED_BEFORE_SPIFF = frozenset({"dataInputAssociation", "dataOutputAssociation", "dataStore",
+                                   "correlationProperty", "correlationKey", "correlationSubscription"})
 
 # serviceTask ``operator`` values of the profile. Enabling one the engine has learnt to run is
 # adding it to ENABLED_OPERATORS; known but not enabled ones are refused as "not supported yet".
 KNOWN_OPERATORS = ("http", "send_message", "ai_chat")
-ENABLED_OPERATORS: frozenset[str] = frozenset()
+ENABLED_OPERATORS: frozenset[str] = frozenset({"http"})
+
+# The http operator's properties (bpmn.checks.operators checks their values).
+HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
+HTTP_TIMEOUT_S = (1, 60)
+HTTP_RETRIES = (0, 10)
 
 # startEvent ``trigger`` values -> whether the start event also needs a ``channel`` property.
+# A top-level timer start event needs no trigger: its timer is its trigger ('timer').
 TRIGGERS = {"webhook": False, "webchat": True, "telegram": True, "whatsapp": True, "viber": True}
 
 # scriptTask ``scriptFormat`` values taken to mean Python (no format at all means Python too).
@@ -60,6 +103,10 @@ SCRIPT_FORMATS = frozenset({"python", "python3", "py", "text/python", "text/x-py
 
 # conditionExpression ``language`` values taken to mean Python.
 EXPRESSION_LANGUAGES = SCRIPT_FORMATS
+
+# Caps checked at deploy on literal values (the engine caps at runtime too).
+MAX_LOOP_CARDINALITY = 1000   # loopCardinality and loopMaximum
+MAX_TIMER_CYCLES = 1000       # R<n>/... of a timeCycle
 
 
 def element_refusal(tag: str, event_definitions: list[str]) -> str:

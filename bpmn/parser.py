@@ -1,22 +1,52 @@
 """Baton's SpiffWorkflow parser: Spiff's own, reading Baton's profile into ``task_spec.extensions``.
 
-Every spec class stays one SpiffWorkflow already knows how to serialize; Baton's configuration
-rides along in ``extensions`` (plain data), so no custom converter is needed.
+Spec classes are SpiffWorkflow's own, except those of ``bpmn.events``, ``bpmn.scopes`` and
+``bpmn.loops`` (registered in ``bpmn.serializer``); Baton's configuration rides along in
+``extensions`` (plain data). Beyond the profile, this parser decides how a few things are read:
+
+* timer texts become the Python expressions SpiffWorkflow evaluates (``bpmn.timers``);
+* a message's name is its ``name`` attribute, else its id, and correlation is not used;
+* a top-level timer start event becomes a none start event whose timer is in
+  ``extensions['timer']``: the engine schedules new instances, so the instance must not wait again;
+* error and escalation start events are read (Spiff reads them as none start events), and event
+  subprocesses are recognised and wired from the start of their scope (``bpmn.scopes``);
+* operator service tasks are ``manual``, so ``do_engine_steps`` leaves them to the engine.
 """
 from __future__ import annotations
 
 import textwrap
 
+from lxml import etree
+from SpiffWorkflow.bpmn.parser.event_parsers import (
+    ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH, MESSAGE_EVENT_XPATH, TIMER_EVENT_XPATH,
+    EventBasedGatewayParser)
 from SpiffWorkflow.bpmn.parser.task_parsers import ConditionalGatewayParser, GatewayParser
 from SpiffWorkflow.bpmn.parser.util import full_tag
 from SpiffWorkflow.bpmn.specs.defaults import (
-    EndEvent, ExclusiveGateway, InclusiveGateway, ParallelGateway, StartEvent)
-from SpiffWorkflow.spiff.parser.event_parsers import SpiffEndEventParser, SpiffStartEventParser
-from SpiffWorkflow.spiff.parser.process import SpiffBpmnParser
-from SpiffWorkflow.spiff.parser.task_spec import ScriptTaskParser, SpiffTaskParser, UserTaskParser
-from SpiffWorkflow.spiff.specs.defaults import ManualTask, NoneTask, ScriptTask, ServiceTask, UserTask
+    BoundaryEvent, EndEvent, EventBasedGateway, ExclusiveGateway, InclusiveGateway,
+    IntermediateCatchEvent, IntermediateThrowEvent, ParallelGateway, StartEvent)
+from SpiffWorkflow.bpmn.specs.event_definitions.simple import NoneEventDefinition
+from SpiffWorkflow.bpmn.specs.event_definitions.timer import (
+    CycleTimerEventDefinition, DurationTimerEventDefinition, TimeDateEventDefinition)
+from SpiffWorkflow.bpmn.specs.control import StartEventJoin, StartEventSplit
+from SpiffWorkflow.spiff.parser.event_parsers import (
+    SpiffBoundaryEventParser, SpiffEndEventParser, SpiffIntermediateCatchEventParser,
+    SpiffIntermediateThrowEventParser, SpiffReceiveTaskParser, SpiffStartEventParser)
+from SpiffWorkflow.spiff.parser.process import SpiffBpmnParser, SpiffProcessParser
+from SpiffWorkflow.spiff.parser.task_spec import (
+    CallActivityParser, ScriptTaskParser, SpiffTaskParser, SubWorkflowParser, UserTaskParser)
+from SpiffWorkflow.spiff.specs.defaults import (
+    CallActivity, ManualTask, NoneTask, ReceiveTask, ScriptTask, SubWorkflowTask, UserTask)
 
 from bpmn import profile
+from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition
+from bpmn.loops import ParallelInstances, SequentialInstances
+from bpmn.operators import OperatorTask
+from bpmn.scopes import EventSubprocessStart, InterruptingStartEvent, ScopeEndJoin, connect_event_subprocess
+from bpmn.timers import read_timer
+
+_TIMER_CLASSES = {"timeDate": TimeDateEventDefinition, "timeDuration": DurationTimerEventDefinition,
+                  "timeCycle": CycleTimerEventDefinition}
 
 
 def clean_script(text: str | None) -> str | None:
@@ -32,6 +62,9 @@ def clean_condition(text: str | None) -> str | None:
 
 class ProfileMixin:
     """Adds ``extensions['properties']`` from Camunda and SpiffArena properties alike."""
+
+    PARALLEL_MI_CLASS = ParallelInstances
+    SEQUENTIAL_MI_CLASS = SequentialInstances
 
     def parse_extensions(self, node=None):
         node = self.node if node is None else node
@@ -49,6 +82,58 @@ class HumanTaskMixin(ProfileMixin):
         extensions["form"] = profile.read_form(node)
         extensions["buttons"] = profile.read_buttons(extensions["properties"])
         return extensions
+
+
+class EventMixin(ProfileMixin):
+    """Messages by name (else id), without correlation; timers as normalized expressions;
+    errors and escalations that carry the thrower's variables (``bpmn.events``)."""
+
+    def parse_error_event(self, error_event):
+        return _retyped(super().parse_error_event(error_event), ErrorDefinition)
+
+    def parse_escalation_event(self, escalation_event):
+        return _retyped(super().parse_escalation_event(escalation_event), EscalationDefinition)
+
+    def parse_message_event(self, message_event):
+        name = message_name(message_event)
+        _payload, variable = self.parse_message_extensions(message_event)
+        return MessageDefinition(name, message_var=variable,
+                                 description=self.get_event_description(message_event))
+
+    def parse_timer_event(self, event):
+        timer = read_timer(event)
+        name = self.node.get("name", self.node.get("id"))
+        return _TIMER_CLASSES[timer.kind](name, timer.expression, description=self.get_event_description(event))
+
+
+def _retyped(definition, cls):
+    return cls(definition.name, expression=definition.expression, variable=definition.variable,
+               code=definition.code, description=definition.description)
+
+
+def message_name(element: etree._Element) -> str | None:
+    """The name ``process.message`` uses for the message an element refers to by ``messageRef``."""
+    ref = element.get("messageRef")
+    if not ref:
+        return None
+    for message in element.getroottree().getroot().iterchildren(f"{{{profile.BPMN_NS}}}message"):
+        if message.get("id") == ref:
+            return (message.get("name") or "").strip() or ref
+    return None
+
+
+def is_top_level_timer_start(node: etree._Element) -> bool:
+    return (etree.QName(node).localname == "startEvent"
+            and etree.QName(node.getparent()).localname == "process"
+            and node.find(f"{{{profile.BPMN_NS}}}timerEventDefinition") is not None)
+
+
+def event_subprocess_start_class(node: etree._Element):
+    """The spec class of an event subprocess's start event, or None for other start events."""
+    parent = node.getparent()
+    if etree.QName(parent).localname != "subProcess" or parent.get("triggeredByEvent") != "true":
+        return None
+    return EventSubprocessStart if node.get("isInterrupting") == "false" else InterruptingStartEvent
 
 
 class TaskParser(ProfileMixin, SpiffTaskParser):
@@ -75,9 +160,10 @@ class BatonScriptTaskParser(ProfileMixin, ScriptTaskParser):
 class OperatorTaskParser(ProfileMixin, SpiffTaskParser):
     """A serviceTask of Baton's profile: the ``operator`` property names what the engine does.
 
-    It becomes SpiffWorkflow's own ServiceTask (serializable as is) with no parameters: the
-    operator's settings are templates, not Python expressions, and stay in
-    ``extensions['properties']`` for the engine to render.
+    It becomes an ``OperatorTask`` (``bpmn.operators``) with no parameters: the operator's
+    settings are templates, not Python expressions, and stay in ``extensions['properties']`` for
+    the engine to render; ``extensions['operator']`` names it. It is ``manual``: SpiffWorkflow's
+    ``do_engine_steps`` leaves it READY and the engine runs the operator itself, then runs the task.
     """
 
     def create_task(self):
@@ -87,14 +173,71 @@ class OperatorTaskParser(ProfileMixin, SpiffTaskParser):
             operation_name=properties.get("operator", ""),
             operation_params={},
             result_variable=properties.get("result_variable") or None,
+            manual=True,
             **self.bpmn_attributes)
 
+    def parse_extensions(self, node=None):
+        extensions = super().parse_extensions(node)
+        extensions["operator"] = extensions["properties"].get("operator", "")
+        return extensions
 
-class BatonStartEventParser(ProfileMixin, SpiffStartEventParser):
+
+class BatonStartEventParser(EventMixin, SpiffStartEventParser):
+    # SpiffWorkflow's start event parser does not read error and escalation definitions: such a
+    # start event would become a none start event and its event subprocess would run at once.
+    DEFINITIONS = [MESSAGE_EVENT_XPATH, TIMER_EVENT_XPATH, ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH]
+
+    def create_task(self):
+        if is_top_level_timer_start(self.node):
+            definition = NoneEventDefinition(description="Default")
+        else:
+            definition = self.get_event_definition(self.DEFINITIONS)
+        self.spec_class = event_subprocess_start_class(self.node) or self.spec_class
+        task = self._create_task(definition)
+        self.spec.start.connect(task)
+        return task
+
+    def parse_extensions(self, node=None):
+        extensions = super().parse_extensions(node)
+        if node is None and is_top_level_timer_start(self.node):
+            timer = read_timer(self.node.find(f"{{{profile.BPMN_NS}}}timerEventDefinition"))
+            extensions["timer"] = {"kind": timer.kind, "expression": timer.expression}
+        return extensions
+
+
+class BatonEndEventParser(EventMixin, SpiffEndEventParser):
     pass
 
 
-class BatonEndEventParser(ProfileMixin, SpiffEndEventParser):
+class BatonIntermediateCatchEventParser(EventMixin, SpiffIntermediateCatchEventParser):
+    pass
+
+
+class BatonIntermediateThrowEventParser(EventMixin, SpiffIntermediateThrowEventParser):
+    pass
+
+
+class BatonBoundaryEventParser(EventMixin, SpiffBoundaryEventParser):
+    pass
+
+
+class BatonReceiveTaskParser(EventMixin, SpiffReceiveTaskParser):
+    pass
+
+
+class BatonEventBasedGatewayParser(ProfileMixin, EventBasedGatewayParser):
+    pass
+
+
+class BatonSubWorkflowParser(ProfileMixin, SubWorkflowParser):
+    def create_task(self):
+        # Spiff looks for a namespaced triggeredByEvent attribute, which modelers never write.
+        if self.node.get("triggeredByEvent") == "true":
+            self.spec_class = self.EVENT_SUBPROCESS_CLASS
+        return super().create_task()
+
+
+class BatonCallActivityParser(ProfileMixin, CallActivityParser):
     pass
 
 
@@ -107,8 +250,39 @@ class BatonGatewayParser(ProfileMixin, GatewayParser):
     pass
 
 
+class BatonProcessParser(SpiffProcessParser):
+    """A process or subprocess: its end is a ``ScopeEndJoin`` and its event subprocesses are
+    connected from its start (``bpmn.scopes`` says why)."""
+
+    def create_spec(self):
+        spec = super().create_spec()
+        spec.end.__class__ = ScopeEndJoin  # adds behaviour only, no state: created by Spiff's spec
+        return spec
+
+    def add_tasks(self):
+        # SpiffWorkflow's add_tasks, except the last loop (connect_or_add_trigger).
+        start_nodes = self.xpath("./bpmn:startEvent")
+        if not start_nodes and self.process_executable:
+            self.raise_validation_exception("No start event found")
+        for node in start_nodes:
+            self.parse_node(node)
+        if len(start_nodes) > 1:
+            split = StartEventSplit(self.spec, "StartEventSplit")
+            join = StartEventJoin(self.spec, "StartEventJoin", split_task="StartEventSplit", threshold=1, cancel=True)
+            for spec in self.spec.start.outputs:
+                spec.inputs = [split]
+                spec.connect(join)
+            split.outputs = self.spec.start.outputs
+            self.spec.start.outputs = [split]
+            split.inputs = [self.spec.start]
+        for node in self.xpath("./bpmn:subProcess[@triggeredByEvent='true']"):
+            connect_event_subprocess(self.spec, self.parse_node(node))
+
+
 class BatonBpmnParser(SpiffBpmnParser):
-    """SpiffBpmnParser with Baton's profile; validation (``bpmn.rules``) runs before it."""
+    """SpiffBpmnParser with Baton's profile; validation (``bpmn.checks``) runs before it."""
+
+    PROCESS_PARSER_CLASS = BatonProcessParser
 
     # A copy: the parent's dict is shared by every SpiffBpmnParser in the process.
     OVERRIDE_PARSER_CLASSES = {
@@ -117,9 +291,16 @@ class BatonBpmnParser(SpiffBpmnParser):
         full_tag("userTask"): (BatonUserTaskParser, UserTask),
         full_tag("manualTask"): (HumanTaskParser, ManualTask),
         full_tag("scriptTask"): (BatonScriptTaskParser, ScriptTask),
-        full_tag("serviceTask"): (OperatorTaskParser, ServiceTask),
+        full_tag("serviceTask"): (OperatorTaskParser, OperatorTask),
         full_tag("startEvent"): (BatonStartEventParser, StartEvent),
         full_tag("endEvent"): (BatonEndEventParser, EndEvent),
+        full_tag("intermediateCatchEvent"): (BatonIntermediateCatchEventParser, IntermediateCatchEvent),
+        full_tag("intermediateThrowEvent"): (BatonIntermediateThrowEventParser, IntermediateThrowEvent),
+        full_tag("boundaryEvent"): (BatonBoundaryEventParser, BoundaryEvent),
+        full_tag("receiveTask"): (BatonReceiveTaskParser, ReceiveTask),
+        full_tag("eventBasedGateway"): (BatonEventBasedGatewayParser, EventBasedGateway),
+        full_tag("subProcess"): (BatonSubWorkflowParser, SubWorkflowTask),
+        full_tag("callActivity"): (BatonCallActivityParser, CallActivity),
         full_tag("exclusiveGateway"): (BatonConditionalGatewayParser, ExclusiveGateway),
         full_tag("inclusiveGateway"): (BatonConditionalGatewayParser, InclusiveGateway),
         full_tag("parallelGateway"): (BatonGatewayParser, ParallelGateway),

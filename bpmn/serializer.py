@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 from SpiffWorkflow.bpmn.serializer import BpmnWorkflowSerializer
+from SpiffWorkflow.bpmn.serializer.default.task_spec import BpmnTaskSpecConverter, EventConverter
 from SpiffWorkflow.bpmn.serializer.default.workflow import BpmnWorkflowConverter, WorkflowConverter
 from SpiffWorkflow.bpmn.serializer.helpers.encoder import create_encoder
 from SpiffWorkflow.bpmn.serializer.helpers.registry import DefaultRegistry
@@ -21,10 +22,27 @@ from SpiffWorkflow.bpmn.serializer.workflow import VERSION
 from SpiffWorkflow.bpmn.specs.bpmn_process_spec import BpmnProcessSpec
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.spiff.serializer.config import SPIFF_CONFIG
+from SpiffWorkflow.spiff.serializer.event_definition import (
+    ErrorEscalationEventDefinitionConverter, MessageEventDefinitionConverter)
+from SpiffWorkflow.spiff.serializer.task_spec import ServiceTaskConverter, SpiffMultiInstanceConverter
 
+from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition
+from bpmn.loops import ParallelInstances, SequentialInstances
+from bpmn.operators import OperatorTask
+from bpmn.scopes import EventSubprocessStart, InterruptingStartEvent, ScopeEndJoin
 from engine.errors import BatonError
 
 VERSION_KEY = BpmnWorkflowSerializer.VERSION_KEY
+
+# SpiffWorkflow's spiff configuration plus Baton's spec classes (bpmn.events, .scopes, .loops,
+# .operators).
+BATON_CONFIG = {**SPIFF_CONFIG, MessageDefinition: MessageEventDefinitionConverter,
+                ErrorDefinition: ErrorEscalationEventDefinitionConverter,
+                EscalationDefinition: ErrorEscalationEventDefinitionConverter,
+                EventSubprocessStart: EventConverter, InterruptingStartEvent: EventConverter,
+                ScopeEndJoin: BpmnTaskSpecConverter,
+                SequentialInstances: SpiffMultiInstanceConverter,
+                ParallelInstances: SpiffMultiInstanceConverter, OperatorTask: ServiceTaskConverter}
 
 
 class DataRegistry(DefaultRegistry):
@@ -64,12 +82,12 @@ class SpeclessWorkflowConverter(BpmnWorkflowConverter):
 
 def make_serializer() -> BpmnWorkflowSerializer:
     """The serializer of full workflows (spec included), configured for SpiffWorkflow's spiff specs."""
-    registry = BpmnWorkflowSerializer.configure(dict(SPIFF_CONFIG), DataRegistry())
+    registry = BpmnWorkflowSerializer.configure(dict(BATON_CONFIG), DataRegistry())
     return BpmnWorkflowSerializer(registry)
 
 
 def _make_instance_serializer() -> BpmnWorkflowSerializer:
-    config = {**SPIFF_CONFIG, BpmnWorkflow: SpeclessWorkflowConverter}
+    config = {**BATON_CONFIG, BpmnWorkflow: SpeclessWorkflowConverter}
     return BpmnWorkflowSerializer(BpmnWorkflowSerializer.configure(config, DataRegistry()))
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from bpmn import parse_definition
+from engine import timer_starts
 from engine.db import db, iso
 from engine.errors import BpmnValidationError, InvalidParamsError, NotFoundError
 from engine.models import Definition, WebhookRoute
@@ -90,6 +91,7 @@ def _store(tenant_id: int, xml: str, code: str, parsed, public_url: str) -> dict
             db.session.flush()
         webhooks.append({"start_event_id": start.element_id, "webhook_id": route.webhook_id,
                          "url": webhook_url(public_url, route.webhook_id)})
+    timer_starts.schedule(definition, getattr(parsed, "timer_starts", []))
     db.session.commit()
     return {"definition_id": definition.id, "code": code, "version": definition.version,
             "webhooks": webhooks, "channels": []}

@@ -116,7 +116,8 @@ def send_message(tenant_id: int, instance_id: int, message: str,
     instance = _get(tenant_id, instance_id)
     if instance.status != "running":
         raise ConflictError(f"Instance {instance_id} is {instance.status}; it waits for no message.")
-    if not any(entry.get("message") == message for entry in instance.waiting_for or []):
+    if not any(message == entry.get("message") or message in entry.get("messages", [])
+               for entry in instance.waiting_for or []):
         raise ConflictError(f"Instance {instance_id} is not waiting for message '{message}'.")
     jobs.enqueue(tenant_id, MESSAGE, instance_id=instance.id,
                  payload={"message": message, "variables": variables or {}})

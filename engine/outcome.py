@@ -56,11 +56,12 @@ def _waiting(workflow: BpmnWorkflow) -> tuple[list[dict[str, Any]], datetime | N
         if not spec.bpmn_id or not spec.manual and task.state == TaskState.READY:
             continue  # engine tasks about to run are not "waiting"; hidden specs have no bpmn id
         entry: dict[str, Any] = {"element_id": spec.bpmn_id, "kind": kind_of(spec)}
-        definition = getattr(spec, "event_definition", None)
-        if isinstance(definition, MessageEventDefinition) and task.state == TaskState.WAITING:
-            entry["message"] = definition.name
-        elif isinstance(definition, TimerEventDefinition) and task.state == TaskState.WAITING:
-            due = timer_due_at(task)
+        if task.state == TaskState.WAITING:
+            messages, due = _events_awaited(task)
+            if messages:
+                entry["message"] = messages[0]
+                if len(messages) > 1:
+                    entry["messages"] = messages
             if due is not None:
                 entry["due_at"] = iso(due)
                 due_times.append(due)
@@ -71,10 +72,21 @@ def _waiting(workflow: BpmnWorkflow) -> tuple[list[dict[str, Any]], datetime | N
     return waiting, min(due_times, default=None)
 
 
+def _events_awaited(task) -> tuple[list[str], datetime | None]:
+    """Message names and timer due time a waiting task is waiting for (an event-based gateway waits
+    for several: its definition is a MultipleEventDefinition, its timer value in internal data)."""
+    definition = getattr(task.task_spec, "event_definition", None)
+    if definition is None:
+        return [], None
+    parts = getattr(definition, "event_definitions", None) or [definition]
+    messages = [d.name for d in parts if isinstance(d, MessageEventDefinition)]
+    has_timer = any(isinstance(d, TimerEventDefinition) for d in parts)
+    return messages, timer_due_at(task) if has_timer else None
+
+
 def timer_due_at(task) -> datetime | None:
     """A waiting timer's due time (naive UTC), from the value SpiffWorkflow stored for it."""
-    details = task.task_spec.event_definition.details(task)
-    value = details.value
+    value = task._get_internal_data("event_value")
     if isinstance(value, dict):  # a cycle that has not started yet
         value = value.get("next")
     if not value:

@@ -12,13 +12,13 @@ import logging
 from typing import Any, Callable
 from uuid import UUID
 
-from SpiffWorkflow.bpmn.util.event import BpmnEvent
-from SpiffWorkflow.bpmn.specs.event_definitions.message import MessageEventDefinition
+from SpiffWorkflow.bpmn.specs.event_definitions.item_aware_event import ErrorEventDefinition
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
-from SpiffWorkflow.exceptions import SpiffWorkflowException, TaskNotFoundException
+from SpiffWorkflow.exceptions import SpiffWorkflowException, TaskNotFoundException, WorkflowException
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import and_, delete, select, update
 
+from bpmn import message_event
 from engine import jobs, operators, store, tasks
 from engine.db import db, utcnow
 from engine.errors import CallActivityError, OperatorError, ScriptError
@@ -153,19 +153,11 @@ class Runner:
         return workflow
 
     def _apply_message(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow | None:
-        """Deliver a named message to the tasks waiting for it, with its variables."""
-        name, variables = payload["message"], payload.get("variables") or {}
-        waiting = [t for t in (workflow.get_tasks(state=TaskState.WAITING) if workflow else [])
-                   if isinstance(getattr(t.task_spec, "event_definition", None), MessageEventDefinition)
-                   and t.task_spec.event_definition.name == name]
-        if not waiting:
-            log.warning("message %r for instance with nothing waiting for it was dropped", name)
-            return workflow
-        # The event must carry the catching task's own definition: SpiffWorkflow compares classes.
-        workflow.send_event(BpmnEvent(waiting[0].task_spec.event_definition, payload=variables))
-        for task in waiting:
-            if task.state != TaskState.WAITING:
-                task.data.update(variables)
+        """Deliver a named message, with its variables, to whatever waits for it."""
+        try:
+            workflow.send_event(message_event(payload["message"], payload.get("variables") or {}))
+        except WorkflowException:  # it stopped waiting between process.message and now
+            log.warning("message %r arrived when nothing waited for it any more", payload["message"])
         return workflow
 
     def _apply_retry(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow:
@@ -216,6 +208,7 @@ class Runner:
             workflow = apply()
             workflow.refresh_timers()
             workflow.do_engine_steps(will_complete_task=guard)
+            error = _uncaught_error(workflow)
         except GuardrailError as exc:
             task = exc.data.pop("task")
             error = {"message": exc.message, "element_id": task.task_spec.bpmn_id}
@@ -229,6 +222,16 @@ class Runner:
         outcome = summarize(workflow, error)
         outcome.dispatch = dispatch
         return outcome
+
+
+def _uncaught_error(workflow: BpmnWorkflow) -> dict[str, Any] | None:
+    """A BPMN error that no boundary or event subprocess caught fails the instance (as an incident
+    would in Camunda) instead of letting the flow continue as if nothing happened."""
+    for event in workflow.get_events():
+        if isinstance(event.event_definition, ErrorEventDefinition):
+            name = event.event_definition.code or event.event_definition.name
+            return {"message": f"The BPMN error '{name}' was thrown and nothing caught it.", "element_id": None}
+    return None
 
 
 def _find_task(workflow: BpmnWorkflow | None, spiff_task_id: str):

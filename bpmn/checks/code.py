@@ -11,7 +11,7 @@ import re
 from lxml import etree
 
 from bpmn.allowlist import EXPRESSION_LANGUAGES, SCRIPT_FORMATS
-from bpmn.checks.elements import bpmn_children
+from bpmn.checks.elements import bpmn_children, content
 from bpmn.checks.flows import condition_of
 from bpmn.issues import Issues, local_name
 from bpmn.parser import clean_condition, clean_script
@@ -24,8 +24,8 @@ _SPIFF_SCRIPTS = ("./bpmn:extensionElements/spiffworkflow:preScript"
                   " | ./bpmn:extensionElements/spiffworkflow:postScript")
 
 
-def check_code(process: etree._Element, issues: Issues) -> None:
-    for element in bpmn_children(process):
+def check_code(container: etree._Element, issues: Issues) -> None:
+    for element in content(container):
         tag = local_name(element)
         if tag == "scriptTask":
             _check_script_task(element, issues)
@@ -71,25 +71,33 @@ def _file_line(script: etree._Element, reason: str) -> int | None:
 
 
 def _check_condition(flow: etree._Element, condition: etree._Element, issues: Issues) -> None:
-    language = (condition.get("language") or "python").strip().lower()
-    if language not in EXPRESSION_LANGUAGES:
-        issues.add(flow, f"sequenceFlow condition language '{condition.get('language')}' is not supported; "
-                         "conditions are Python expressions.", at=condition)
-        return
-    source = clean_condition(condition.text)
-    if source is None:
+    if clean_condition(condition.text) is None:
         issues.add(flow, "sequenceFlow has an empty conditionExpression.", at=condition)
+        return
+    check_python_expression(flow, condition, "condition", issues)
+
+
+def check_python_expression(owner: etree._Element, node: etree._Element, what: str, issues: Issues) -> None:
+    """A Python expression written as the text of ``node`` (a condition, loop condition, ...)."""
+    tag = local_name(owner)
+    language = (node.get("language") or "python").strip().lower()
+    if language not in EXPRESSION_LANGUAGES:
+        issues.add(owner, f"{tag} {what} language '{node.get('language')}' is not supported; "
+                          f"{what}s are Python expressions.", at=node)
+        return
+    source = clean_condition(node.text)
+    if source is None:
+        issues.add(owner, f"{tag} {what} is empty.", at=node)
         return
     # Camunda 7 writes JUEL (${...}), Camunda 8 FEEL (= ...): name the dialect, not a syntax error.
     dialect = "JUEL" if source.startswith(("${", "#{")) else "FEEL" if source.startswith("=") else None
     if dialect:
-        issues.add(flow, f"sequenceFlow condition '{_shorten(source)}' is a {dialect} expression; Baton "
-                         "conditions are Python expressions, such as amount > 100.", at=condition)
+        issues.add(owner, f"{tag} {what} '{_shorten(source)}' is a {dialect} expression; Baton "
+                          f"{what}s are Python expressions, such as amount > 100.", at=node)
         return
     reason = check_expression(source)
     if reason is not None:
-        issues.add(flow, f"sequenceFlow condition '{_shorten(source)}' cannot run: {_sentence(reason)}",
-                   at=condition)
+        issues.add(owner, f"{tag} {what} '{_shorten(source)}' cannot run: {_sentence(reason)}", at=node)
 
 
 def _shorten(source: str, limit: int = 80) -> str:

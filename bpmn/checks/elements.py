@@ -1,12 +1,17 @@
-"""Element types: every BPMN element of a process is in ``bpmn.allowlist`` or refused."""
+"""Element types: every BPMN element of a process is in ``bpmn.allowlist`` or refused.
+
+Checks work per container: the process, and each subProcess inside it (at any depth), whose
+children are checked exactly like a process's. ``containers`` walks them; a refused container
+(transaction, adHocSubProcess) is refused as a whole and not walked into.
+"""
 from __future__ import annotations
 
 from collections.abc import Iterator
 
 from lxml import etree
 
-from bpmn.allowlist import (DECORATION, FLOW_ELEMENTS, ROOT_DECLARATIONS, child_refusal,
-                            element_refusal)
+from bpmn.allowlist import (BPMN_FLOW_CONTENT, CONTAINERS, DECORATION, FLOW_ELEMENTS,
+                            ROOT_DECLARATIONS, child_refusal, element_refusal)
 from bpmn.issues import Issues, local_name
 from bpmn.profile import BPMN_NS
 
@@ -18,14 +23,55 @@ def bpmn_children(element: etree._Element) -> Iterator[etree._Element]:
             yield child
 
 
+def child_named(element: etree._Element, tag: str) -> etree._Element | None:
+    return next((child for child in bpmn_children(element) if local_name(child) == tag), None)
+
+
 def event_definitions(element: etree._Element) -> list[str]:
     return [local_name(child) for child in bpmn_children(element)
             if local_name(child).endswith("EventDefinition") or local_name(child) == "eventDefinitionRef"]
 
 
-def flow_nodes(process: etree._Element) -> dict[str, etree._Element]:
-    """Elements of the process a sequence flow may connect, by id (refused ones included)."""
-    return {child.get("id"): child for child in bpmn_children(process)
+def event_definition(element: etree._Element) -> etree._Element | None:
+    """The one event definition of an event (None for a none event or several definitions)."""
+    found = [child for child in bpmn_children(element) if local_name(child).endswith("EventDefinition")]
+    return found[0] if len(found) == 1 else None
+
+
+def is_container(element: etree._Element) -> bool:
+    return local_name(element) in CONTAINERS
+
+
+def is_event_subprocess(element: etree._Element) -> bool:
+    return local_name(element) == "subProcess" and element.get("triggeredByEvent") == "true"
+
+
+def containers(process: etree._Element) -> Iterator[etree._Element]:
+    """The process, then every subProcess within it, depth first in document order."""
+    yield process
+    for child in bpmn_children(process):
+        if is_container(child):
+            yield from containers(child)
+
+
+def container_word(container: etree._Element) -> str:
+    """'process', 'subProcess' or 'event subProcess', for sentences."""
+    if is_event_subprocess(container):
+        return "event subProcess"
+    return "subProcess" if is_container(container) else "process"
+
+
+def content(container: etree._Element) -> Iterator[etree._Element]:
+    """The flow content of a container (for a subProcess, not its own loop or documentation)."""
+    nested = is_container(container)
+    for child in bpmn_children(container):
+        if not nested or local_name(child) in BPMN_FLOW_CONTENT:
+            yield child
+
+
+def flow_nodes(container: etree._Element) -> dict[str, etree._Element]:
+    """Elements of the container a sequence flow may connect, by id (refused ones included)."""
+    return {child.get("id"): child for child in content(container)
             if child.get("id") and local_name(child) not in DECORATION
             and local_name(child) != "sequenceFlow"}
 
@@ -38,15 +84,15 @@ def check_definitions(root: etree._Element, issues: Issues) -> None:
             issues.add(child, element_refusal(tag, []))
 
 
-def check_elements(process: etree._Element, issues: Issues) -> None:
-    for child in bpmn_children(process):
+def check_elements(container: etree._Element, issues: Issues) -> None:
+    for child in content(container):
         tag = local_name(child)
         if tag in DECORATION:
             continue
         if tag in FLOW_ELEMENTS:
             _check_flow_element(child, tag, issues)
         else:
-            # Refused as a whole: its insides (a subprocess's tasks, ...) are not looked at.
+            # Refused as a whole: its insides (a transaction's tasks, ...) are not looked at.
             issues.add(child, element_refusal(tag, event_definitions(child)))
 
 
@@ -54,9 +100,15 @@ def _check_flow_element(element: etree._Element, tag: str, issues: Issues) -> No
     if not element.get("id"):
         issues.add(element, f"{tag} has no id.")
     allowed = FLOW_ELEMENTS[tag]
+    nested = is_container(element)
     for child in bpmn_children(element):
         child_tag = local_name(child)
+        if nested and child_tag in BPMN_FLOW_CONTENT:
+            continue  # the subProcess's own content: checked in its own pass
         if child_tag not in allowed and child_tag not in DECORATION:
             issues.add(element, child_refusal(tag, child_tag), at=child)
     if element.get("isForCompensation") == "true":
         issues.add(element, child_refusal(tag, "isForCompensation"))
+    if len(event_definitions(element)) > 1:
+        names = " and ".join(event_definitions(element))
+        issues.add(element, f"{tag} with {names} (a multiple event) is not supported yet.")

@@ -10,10 +10,11 @@ from collections import defaultdict
 from lxml import etree
 
 from bpmn.allowlist import FLOW_ELEMENTS
-from bpmn.checks.elements import bpmn_children, flow_nodes
+from bpmn.checks.elements import bpmn_children, container_word, content, flow_nodes, is_event_subprocess
 from bpmn.issues import Issues, local_name
 
 CONDITIONAL_GATEWAYS = ("exclusiveGateway", "inclusiveGateway")
+_NO_INCOMING = ("startEvent", "boundaryEvent")
 
 
 def condition_of(flow: etree._Element) -> etree._Element | None:
@@ -23,21 +24,32 @@ def condition_of(flow: etree._Element) -> etree._Element | None:
     return None
 
 
-def check_flows(process: etree._Element, issues: Issues) -> None:
-    nodes = flow_nodes(process)
+def flow_index(container: etree._Element) -> tuple[dict[str, list], dict[str, list]]:
+    """(outgoing, incoming) sequence flows by element id, of flows whose ends exist."""
+    nodes = flow_nodes(container)
     outgoing: dict[str, list[etree._Element]] = defaultdict(list)
     incoming: dict[str, list[etree._Element]] = defaultdict(list)
-    for flow in bpmn_children(process):
+    for flow in content(container):
+        if local_name(flow) == "sequenceFlow":
+            for attribute, index in (("sourceRef", outgoing), ("targetRef", incoming)):
+                if flow.get(attribute) in nodes:
+                    index[flow.get(attribute)].append(flow)
+    return outgoing, incoming
+
+
+def check_flows(container: etree._Element, issues: Issues) -> None:
+    nodes = flow_nodes(container)
+    where = container_word(container)
+    for flow in content(container):
         if local_name(flow) != "sequenceFlow":
             continue
-        for attribute, index in (("sourceRef", outgoing), ("targetRef", incoming)):
+        for attribute in ("sourceRef", "targetRef"):
             ref = flow.get(attribute)
             if not ref:
                 issues.add(flow, f"sequenceFlow has no {attribute}.")
             elif ref not in nodes:
-                issues.add(flow, f"sequenceFlow {attribute} '{ref}' is not an element of this process.")
-            else:
-                index[ref].append(flow)
+                issues.add(flow, f"sequenceFlow {attribute} '{ref}' is not an element of this {where}.")
+    outgoing, incoming = flow_index(container)
     for node_id, node in nodes.items():
         tag = local_name(node)
         if tag in FLOW_ELEMENTS:  # refused elements already have their message
@@ -45,10 +57,19 @@ def check_flows(process: etree._Element, issues: Issues) -> None:
 
 
 def _check_node(node, tag: str, outs: list, ins: list, issues: Issues) -> None:
-    if tag == "startEvent" and ins:
-        issues.add(node, "startEvent cannot have incoming sequence flows.")
-    if tag == "endEvent" and outs:
+    if tag in _NO_INCOMING and ins:
+        issues.add(node, f"{tag} cannot have incoming sequence flows.")
+    if is_event_subprocess(node):
+        if ins or outs:
+            issues.add(node, "An event subProcess (triggeredByEvent) cannot have incoming or outgoing "
+                             "sequence flows; its start event starts it.")
+    elif tag == "endEvent" and outs:
         issues.add(node, "endEvent cannot have outgoing sequence flows.")
+    elif tag == "eventBasedGateway":
+        for flow in outs:
+            if condition_of(flow) is not None:
+                issues.add(flow, f"sequenceFlow leaves eventBasedGateway '{node.get('id')}' with a "
+                                 "condition; the event that happens first chooses the way.")
     elif tag in CONDITIONAL_GATEWAYS:
         _check_conditional_gateway(node, tag, outs, issues)
     elif tag == "parallelGateway":

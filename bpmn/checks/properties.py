@@ -6,15 +6,16 @@ from lxml import etree
 from bpmn import profile
 from bpmn import allowlist
 from bpmn.allowlist import KNOWN_OPERATORS, TRIGGERS
-from bpmn.checks.elements import bpmn_children
+from bpmn.checks.elements import content
+from bpmn.checks.operators import check_http
 from bpmn.issues import Issues, local_name
 
 _OPERATOR_LIST = ", ".join(KNOWN_OPERATORS[:-1]) + f" or {KNOWN_OPERATORS[-1]}"
 _TRIGGER_LIST = ", ".join(list(TRIGGERS)[:-1]) + f" or {list(TRIGGERS)[-1]}"
 
 
-def check_properties(process: etree._Element, issues: Issues) -> None:
-    for element in bpmn_children(process):
+def check_properties(container: etree._Element, issues: Issues) -> None:
+    for element in content(container):
         tag = local_name(element)
         _check_property_elements(element, tag, issues)
         properties = profile.read_properties(element)
@@ -60,6 +61,8 @@ def _check_service_task(element, properties: dict, issues: Issues) -> None:
         issues.add(element, f"serviceTask operator '{operator}' is unknown; use {_OPERATOR_LIST}.")
     elif operator not in allowlist.ENABLED_OPERATORS:  # read at call time: tests flip it
         issues.add(element, f"serviceTask with operator = {operator} is not supported yet.")
+    elif operator == "http":
+        check_http(element, properties, issues)
 
 
 def _check_human_task(element, properties: dict, issues: Issues) -> None:

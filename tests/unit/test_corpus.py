@@ -2,7 +2,13 @@
 
 The files (tests/corpus, CC BY 3.0, see its LICENSE.txt) are mostly descriptive models; many
 processes are marked not executable, so each file is also tried with every process marked
-executable, which walks the element checks over much more of BPMN.
+executable, which walks the element checks over much more of BPMN (subprocesses included, now
+that their content is checked like a process's).
+
+Measured after subprocesses, events, loops and call activities became deployable: as is 0 of 21
+accepted, all executable 1 of 21 (A.1.0). The models stay refused for reasons of their own, most
+often exclusive gateways with unconditioned non-default flows, service tasks without an operator,
+ioSpecification/potentialOwner on user tasks, send tasks and message throw events.
 """
 from __future__ import annotations
 
@@ -53,6 +59,7 @@ def test_a_corpus_file_is_accepted_or_refused_with_located_reasons(path, variant
         assert error["line"] is None or (isinstance(error["line"], int) and error["line"] > 0)
         assert isinstance(error["message"], str) and error["message"].endswith(".")
         assert "internal error" not in error["message"]
+        assert "SpiffWorkflow cannot parse" not in error["message"]  # Baton's own sentence first
 
 
 def test_corpus_summary(record_property):
@@ -70,4 +77,5 @@ def test_corpus_summary(record_property):
         print(f"\ncorpus {variant}: {accepted} accepted, {len(FILES) - accepted} refused")
         for reason, count in summary[variant]["top_reasons"]:
             print(f"  {count:3d}  {reason}")
-    assert summary["all_executable"]["accepted"] >= 1  # A.1.0, a plain sequence of tasks
+    assert summary["as_is"]["accepted"] == 0
+    assert summary["all_executable"]["accepted"] == 1  # A.1.0, a plain sequence of tasks

@@ -1,0 +1,122 @@
+"""Loops: standardLoopCharacteristics and multiInstanceLoopCharacteristics, as SpiffWorkflow 3.2 reads them.
+
+Standard loop: ``loopCondition`` (Python; the loop goes on while it is true) and/or
+``loopMaximum``; ``testBefore``. Multi-instance: ``isSequential``; exactly one of
+``loopCardinality`` (a number or Python expression) and ``loopDataInputRef`` (a variable holding
+a list or dict; Camunda Modeler's ``camunda:collection`` means the same) with ``inputDataItem``
+(or ``camunda:elementVariable``) naming each instance's item; optionally ``loopDataOutputRef``
+with ``outputDataItem``; ``completionCondition`` (Python). Literal counts are capped at deploy.
+"""
+from __future__ import annotations
+
+from lxml import etree
+
+from bpmn.allowlist import LOOPS, MAX_LOOP_CARDINALITY
+from bpmn.checks.code import check_python_expression
+from bpmn.checks.elements import bpmn_children, child_named, content, is_event_subprocess
+from bpmn.issues import Issues, local_name
+from bpmn.profile import CAMUNDA_NS
+
+_MI_CHILDREN = frozenset({"documentation", "extensionElements", "loopCardinality", "loopDataInputRef",
+                          "loopDataOutputRef", "inputDataItem", "outputDataItem", "completionCondition"})
+_STANDARD_CHILDREN = frozenset({"documentation", "extensionElements", "loopCondition"})
+
+
+def camunda(attribute: str) -> str:
+    return f"{{{CAMUNDA_NS}}}{attribute}"
+
+
+def check_loops(container: etree._Element, issues: Issues) -> None:
+    for element in content(container):
+        loops = [child for child in bpmn_children(element) if local_name(child) in LOOPS]
+        if loops and is_event_subprocess(element):
+            issues.add(element, "An event subProcess cannot loop: its start event starts it.", at=loops[0])
+            continue
+        if len(loops) > 1:
+            issues.add(element, f"{local_name(element)} has more than one loop characteristics element.")
+        for loop in loops:
+            if local_name(loop) == "standardLoopCharacteristics":
+                _check_standard(element, loop, issues)
+            else:
+                _check_multi_instance(element, loop, issues)
+
+
+def _unknown_children(element, loop, allowed, issues: Issues) -> None:
+    for child in bpmn_children(loop):
+        if local_name(child) not in allowed:
+            issues.add(element, f"{local_name(loop)} with {local_name(child)} is not supported yet.", at=child)
+
+
+def _check_standard(element, loop, issues: Issues) -> None:
+    _unknown_children(element, loop, _STANDARD_CHILDREN, issues)
+    condition = child_named(loop, "loopCondition")
+    maximum = loop.get("loopMaximum")
+    if condition is None and maximum is None:
+        issues.add(element, "standardLoopCharacteristics needs a loopCondition or a loopMaximum.", at=loop)
+    if maximum is not None:
+        _check_count(element, loop, "loopMaximum", maximum, issues)
+    if condition is not None:
+        check_python_expression(element, condition, "loopCondition", issues)
+    if loop.get("testBefore", "false") not in ("true", "false"):
+        issues.add(element, "standardLoopCharacteristics testBefore must be true or false.", at=loop)
+
+
+def _check_multi_instance(element, loop, issues: Issues) -> None:
+    _unknown_children(element, loop, _MI_CHILDREN, issues)
+    if loop.get("isSequential", "false") not in ("true", "false"):
+        issues.add(element, "multiInstanceLoopCharacteristics isSequential must be true or false.", at=loop)
+    cardinality = child_named(loop, "loopCardinality")
+    data_input = child_named(loop, "loopDataInputRef")
+    collection = loop.get(camunda("collection"))
+    sources = [s for s in (cardinality, data_input, collection) if s is not None]
+    if not sources:
+        issues.add(element, "multiInstanceLoopCharacteristics needs a loopCardinality or a collection "
+                            "(loopDataInputRef, Camunda: Collection) to repeat over.", at=loop)
+    elif len(sources) > 1:
+        issues.add(element, "multiInstanceLoopCharacteristics needs exactly one of loopCardinality, "
+                            "loopDataInputRef and camunda:collection.", at=loop)
+    if cardinality is not None:
+        _check_cardinality(element, cardinality, issues)
+    for what, node in (("loopDataInputRef", data_input), ("loopDataOutputRef", child_named(loop, "loopDataOutputRef"))):
+        if node is not None:
+            _check_variable(element, what, (node.text or "").strip(), node, issues)
+    if collection is not None:
+        _check_variable(element, "camunda:collection", collection.strip(), loop, issues)
+    for what in ("inputDataItem", "outputDataItem"):
+        item = child_named(loop, what)
+        if item is not None:
+            _check_variable(element, f"{what} id", (item.get("id") or "").strip(), item, issues)
+    if loop.get(camunda("elementVariable")) is not None:
+        _check_variable(element, "camunda:elementVariable", loop.get(camunda("elementVariable")).strip(), loop, issues)
+    has_output_ref = child_named(loop, "loopDataOutputRef") is not None
+    if has_output_ref != (child_named(loop, "outputDataItem") is not None):
+        issues.add(element, "multiInstanceLoopCharacteristics needs loopDataOutputRef and outputDataItem "
+                            "together (the item each instance sets, and the list that collects them).", at=loop)
+    condition = child_named(loop, "completionCondition")
+    if condition is not None:
+        check_python_expression(element, condition, "completionCondition", issues)
+
+
+def _check_cardinality(element, node, issues: Issues) -> None:
+    text = (node.text or "").strip()
+    if text.lstrip("-").isdigit():
+        _check_count(element, node, "loopCardinality", text, issues)
+    else:
+        check_python_expression(element, node, "loopCardinality", issues)
+
+
+def _check_count(element, node, what: str, raw: str, issues: Issues) -> None:
+    value = raw.strip()
+    if not value.lstrip("-").isdigit():
+        issues.add(element, f"{what} '{raw}' must be a whole number.", at=node)
+    elif not 0 <= int(value) <= MAX_LOOP_CARDINALITY:
+        issues.add(element, f"{what} {int(value)} is more than the {MAX_LOOP_CARDINALITY} repetitions "
+                            "Baton allows." if int(value) > 0 else f"{what} {int(value)} is negative.", at=node)
+
+
+def _check_variable(element, what: str, name: str, node, issues: Issues) -> None:
+    if name.startswith(("${", "#{")):
+        issues.add(element, f"{what} '{name}' is a JUEL expression; write the variable's name, such as items.",
+                   at=node)
+    elif not name.isidentifier() or name.startswith("__"):
+        issues.add(element, f"{what} '{name}' must be a variable name, such as items.", at=node)

@@ -1,0 +1,87 @@
+"""Operator properties of service tasks: what each enabled operator needs, checked at deploy.
+
+``http``: ``url`` (a template; without ``{{ }}`` it must be an http(s) URL), ``method`` (GET, POST,
+PUT, PATCH, DELETE, HEAD; default POST with a body, else GET), ``body`` (a template), ``headers``
+(a JSON object of header name -> template), ``result_variable`` (a variable name), ``timeout_s``
+(seconds, 1 to 60) and ``retries`` (0 to 10). Deploy never fetches the URL.
+"""
+from __future__ import annotations
+
+import json
+from urllib.parse import urlsplit
+
+from bpmn.allowlist import HTTP_METHODS, HTTP_RETRIES, HTTP_TIMEOUT_S
+from bpmn.issues import Issues
+from bpmn.profile import property_elements
+from engine.sandbox import check_template
+
+HTTP_PROPERTIES = frozenset({"operator", "url", "method", "body", "headers", "result_variable",
+                             "timeout_s", "retries"})
+
+
+def check_http(element, properties: dict[str, str], issues: Issues) -> None:
+    at = {prop.get("name"): prop for prop in property_elements(element)}
+
+    def refuse(name: str, message: str) -> None:
+        issues.add(element, f"serviceTask (http) {message}", at=at.get(name))
+
+    url = (properties.get("url") or "").strip()
+    if not url:
+        refuse("url", "needs a 'url' property.")
+    else:
+        _check_template(url, "url", refuse)
+        if "{{" not in url and not _is_http_url(url):
+            refuse("url", f"url '{url}' must be an http:// or https:// URL.")
+    method = properties.get("method")
+    if method is not None and method.strip().upper() not in HTTP_METHODS:
+        refuse("method", f"method '{method}' must be one of {', '.join(HTTP_METHODS)}.")
+    if properties.get("body"):
+        _check_template(properties["body"], "body", refuse)
+    if properties.get("headers") is not None:
+        _check_headers(properties["headers"], refuse)
+    variable = properties.get("result_variable")
+    if variable is not None and (not variable.strip().isidentifier() or variable.strip().startswith("__")):
+        refuse("result_variable", f"result_variable '{variable}' must be a variable name.")
+    _check_number(properties, "timeout_s", HTTP_TIMEOUT_S, float, refuse)
+    _check_number(properties, "retries", HTTP_RETRIES, int, refuse)
+
+
+def _is_http_url(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme.lower() in ("http", "https") and bool(parts.netloc)
+
+
+def _check_template(text: str, name: str, refuse, what: str | None = None) -> None:
+    problem = check_template(text)
+    if problem:
+        refuse(name, f"{what or name} cannot be rendered: {problem.rstrip('.')}.")
+
+
+def _check_headers(raw: str, refuse) -> None:
+    try:
+        headers = json.loads(raw)
+    except ValueError:
+        headers = None
+    if not isinstance(headers, dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                for k, v in headers.items()):
+        refuse("headers", 'headers must be a JSON object of header names to text, such as '
+                          '{"Authorization": "Bearer {{ token }}"}.')
+        return
+    for name, value in headers.items():
+        if not name.strip() or any(c in name for c in ":\r\n "):
+            refuse("headers", f"header name '{name}' is not a valid HTTP header name.")
+        _check_template(value, "headers", refuse, what=f"header '{name}'")
+
+
+def _check_number(properties, name: str, bounds: tuple[int, int], kind, refuse) -> None:
+    raw = properties.get(name)
+    if raw is None:
+        return
+    low, high = bounds
+    try:
+        value = kind(raw.strip())
+    except ValueError:
+        value = None
+    if value is None or not low <= value <= high:
+        noun = "whole number" if kind is int else "number"
+        refuse(name, f"{name} '{raw}' must be a {noun} from {low} to {high}.")

@@ -1,0 +1,84 @@
+"""serviceTask operator = http, end to end against a real local receiver (INTERFACE.md §2)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.harness import bpmn
+from tests.receiver import Answer, Receiver
+
+
+@pytest.fixture
+def receiver():
+    started = Receiver(Answer(200, {"status": "ok", "id": "crm-1"})).start()
+    yield started
+    started.stop()
+
+
+@pytest.fixture
+def start_call(api, unique_code, receiver):
+    api.deploy(bpmn("http_call.bpmn"), code=unique_code)
+
+    def start(**variables):
+        variables = {"base": receiver.url, "order_id": 42, "note": "Zoë", "token": "t0k", **variables}
+        return api.call("process.start", definition_id=unique_code, variables=variables)["instance_id"]
+    return start
+
+
+def test_call_renders_templates_and_stores_the_json_answer(api, receiver, start_call):
+    instance_id = start_call()
+    status = api.wait_for(instance_id)
+    assert status["status"] == "completed"
+    assert status["variables"]["reply"] == {"status": "ok", "id": "crm-1"}
+    [request] = receiver.requests
+    assert (request.method, request.path) == ("POST", "/orders/42")
+    assert request.headers["X-Token"] == "t0k"
+    assert request.headers["Content-Type"] == "application/json"
+    assert json.loads(request.body) == {"order": 42, "note": "Zoë"}
+
+
+def test_5xx_is_retried_then_succeeds(api, receiver, start_call):
+    receiver.script(Answer(503, {"error": "busy"}), Answer(500))
+    instance_id = start_call()
+    status = api.wait_for(instance_id)
+    assert status["status"] == "completed" and status["variables"]["reply"]["status"] == "ok"
+    assert len(receiver.requests) == 3
+
+
+def test_failure_after_retries_fails_the_instance_with_the_status_and_retry_calls_again(api, receiver, start_call):
+    receiver.script(Answer(502), Answer(502), Answer(502))
+    instance_id = start_call()
+    status = api.wait_for(instance_id)
+    assert status["status"] == "failed"
+    assert status["error"]["element_id"] == "call_crm" and "502" in status["error"]["message"]
+    assert len(receiver.requests) == 3  # the first call and two retries
+
+    api.call("process.retry", instance_id=instance_id)
+    status = api.wait_for(instance_id)
+    assert status["status"] == "completed" and len(receiver.requests) == 4
+
+
+def test_4xx_is_not_retried(api, receiver, start_call):
+    receiver.script(Answer(404, {"error": "no such order"}))
+    status = api.wait_for(start_call())
+    assert status["status"] == "failed" and "404" in status["error"]["message"]
+    assert len(receiver.requests) == 1
+
+
+def test_timeout_is_retried(api, receiver, start_call):
+    receiver.script(Answer(200, {"status": "late"}, delay_s=1.5))
+    status = api.wait_for(start_call(), timeout=30)
+    assert status["status"] == "completed" and status["variables"]["reply"]["status"] == "ok"
+    assert len(receiver.requests) == 2
+
+
+def test_cancel_during_a_slow_call_wins(api, receiver, start_call):
+    receiver.script(Answer(200, {"status": "ok"}, delay_s=0.8))
+    instance_id = start_call()
+    receiver.wait_for(1)
+    assert api.call("process.cancel", instance_id=instance_id)["status"] == "cancelled"
+    import time
+
+    time.sleep(1.5)
+    assert api.call("process.status", instance_id=instance_id)["status"] == "cancelled"
