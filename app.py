@@ -15,7 +15,6 @@ import click
 from flask import Flask
 from flask_migrate import Migrate, upgrade
 
-from engine import jobs
 from engine.db import configure_sqlite, db
 
 ROOT = Path(__file__).resolve().parent

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
-from sqlalchemy import and_, bindparam, delete, event, exists, func, or_, select, text, update
+from sqlalchemy import and_, bindparam, delete, event, exists, func, insert, or_, select, text, update
 from sqlalchemy.orm import Session, aliased
 
 from engine.db import db, is_postgres, utcnow
@@ -45,13 +45,19 @@ def remove_waker(waker: Callable[[], None]) -> None:
 
 
 def enqueue(tenant_id: int, kind: str, *, instance_id: int | None = None,
-            payload: dict[str, Any] | None = None, run_at: datetime | None = None) -> Job:
-    """Add a job to the current transaction; it becomes visible (and wakes workers) on commit."""
-    job = Job(tenant_id=tenant_id, instance_id=instance_id, kind=kind, payload=payload or {},
-              run_at=run_at or utcnow())
-    db.session.add(job)
+            payload: dict[str, Any] | None = None, run_at: datetime | None = None) -> None:
+    """Add a job to the current transaction; it becomes visible (and wakes workers) on commit.
+
+    A plain insert on the session's connection: an ORM flush per job cost more than the insert.
+    """
+    db.session.connection().execute(_INSERT, {
+        "tenant_id": tenant_id, "instance_id": instance_id, "kind": kind, "payload": payload or {},
+        "run_at": run_at or utcnow()})
     _notify_on_commit()
-    return job
+
+
+_INSERT = insert(Job.__table__).values(
+    {name: bindparam(name) for name in ("tenant_id", "instance_id", "kind", "payload", "run_at")})
 
 
 def _notify_on_commit() -> None:

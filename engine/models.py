@@ -45,8 +45,9 @@ class Definition(db.Model):
     version: Mapped[int] = mapped_column(Integer)
     process_id: Mapped[str] = mapped_column(String(255))
     name: Mapped[str | None] = mapped_column(String(255))
-    bpmn_xml: Mapped[str] = mapped_column(Text)
-    spec_json: Mapped[str] = mapped_column(Text)
+    # Large and rarely needed: loaded only when read (a webhook start needs neither).
+    bpmn_xml: Mapped[str] = mapped_column(Text, deferred=True)
+    spec_json: Mapped[str] = mapped_column(Text, deferred=True)
     start_events: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 

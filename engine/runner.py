@@ -16,7 +16,7 @@ from SpiffWorkflow.bpmn.specs.event_definitions.item_aware_event import ErrorEve
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.exceptions import SpiffWorkflowException, TaskNotFoundException, WorkflowException
 from SpiffWorkflow.util.task import TaskState
-from sqlalchemy import and_, delete, select, update
+from sqlalchemy import bindparam, delete, select, update
 
 from bpmn import message_event
 from engine import jobs, operators, store, tasks
@@ -33,6 +33,28 @@ START, TIMER, MESSAGE, RETRY = "start", "timer", "message", "retry"
 # ~500 turns ends "completed" with empty data). Stop well before, loudly.
 MAX_TREE_DEPTH = 800
 MAX_STEPS_PER_ADVANCE = 20_000
+
+
+# The statements of every advance, built once and run on the tables: building them and going
+# through the ORM cost more CPU than the database spends running them.
+_instances, _jobs = Instance.__table__, Job.__table__
+_LOAD = (select(_instances.c.tenant_id, _instances.c.status, _instances.c.revision, _instances.c.state,
+                _instances.c.definition_id, _instances.c.variables, _instances.c.called_definitions,
+                _instances.c.waiting_for)
+         .where(_instances.c.id == bindparam("id")))
+_SAVE = (update(_instances)
+         .where(_instances.c.id == bindparam("instance_id"), _instances.c.revision == bindparam("loaded_revision"))
+         .values({column: bindparam(f"new_{column}") for column in (
+             "status", "state", "variables", "waiting_for", "output_keys", "error", "revision",
+             "called_definitions", "completed_at")}))
+_DROP_TIMERS = delete(_jobs).where(_jobs.c.instance_id == bindparam("instance_id"), _jobs.c.kind == TIMER,
+                                   _jobs.c.id != bindparam("job_id"))
+
+
+def _has_human_tasks(specs: tuple) -> bool:
+    """Whether task rows can exist at all (else the sync's query is skipped)."""
+    spec, subprocess_specs = specs
+    return any(tasks.is_human(ts) for s in (spec, *subprocess_specs.values()) for ts in s.task_specs.values())
 
 
 class GuardrailError(ScriptError):
@@ -59,10 +81,7 @@ class Runner:
         return tuple(self._events)
 
     def advance(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        row = db.session.execute(
-            select(Instance.tenant_id, Instance.status, Instance.revision, Instance.state,
-                   Instance.definition_id, Instance.variables, Instance.called_definitions)
-            .where(Instance.id == job.instance_id)).one_or_none()
+        row = db.session.connection().execute(_LOAD, {"id": job.instance_id}).one_or_none()
         if row is None or row.status != "running":
             self._drop(job, worker_id)
             return
@@ -78,31 +97,32 @@ class Runner:
         outcome = self._run(workflow, lambda: self._events[job.kind](workflow, payload))
         if not self._save(job, worker_id, row, outcome, pinned):
             return
-        tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
-                   outcome.workflow if outcome.status == "running" else None)
-        self._schedule_timer(job, outcome)
+        if _has_human_tasks(specs):
+            tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
+                       outcome.workflow if outcome.status == "running" else None)
+        self._schedule_timer(job, row, outcome)
         for work in outcome.dispatch:
             jobs.enqueue(job.tenant_id, operators.OPERATOR, payload={"instance_id": job.instance_id, **work})
         db.session.commit()
 
     def _save(self, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome, pinned: dict) -> bool:
-        saved = db.session.execute(
-            update(Instance)
-            .where(Instance.id == job.instance_id, Instance.revision == row.revision)
-            .values(status=outcome.status, state=outcome.state, variables=outcome.variables,
-                    waiting_for=outcome.waiting_for, output_keys=outcome.output_keys,
-                    error=outcome.error, revision=row.revision + 1, called_definitions=pinned or None,
-                    completed_at=utcnow() if outcome.status != "running" else None))
+        saved = db.session.connection().execute(_SAVE, {
+            "instance_id": job.instance_id, "loaded_revision": row.revision, "new_status": outcome.status,
+            "new_state": outcome.state, "new_variables": outcome.variables,
+            "new_waiting_for": outcome.waiting_for, "new_output_keys": outcome.output_keys,
+            "new_error": outcome.error, "new_revision": row.revision + 1,
+            "new_called_definitions": pinned or None,
+            "new_completed_at": utcnow() if outcome.status != "running" else None})
         if saved.rowcount != 1 or not jobs.finish(job, worker_id):
             log.info("instance %s changed under job %s; trying again", job.instance_id, job.id)
             jobs.release(job, worker_id)
             return False
         return True
 
-    def _schedule_timer(self, job: jobs.ClaimedJob, outcome: Outcome) -> None:
+    def _schedule_timer(self, job: jobs.ClaimedJob, row, outcome: Outcome) -> None:
         """One timer job per instance, due at its earliest waiting timer."""
-        db.session.execute(delete(Job).where(and_(Job.instance_id == job.instance_id, Job.kind == TIMER,
-                                                  Job.id != job.id)))
+        if any("due_at" in entry for entry in row.waiting_for or []):  # only then can one exist
+            db.session.connection().execute(_DROP_TIMERS, {"instance_id": job.instance_id, "job_id": job.id})
         if outcome.status == "running" and outcome.next_timer_at is not None:
             jobs.enqueue(job.tenant_id, TIMER, instance_id=job.instance_id, run_at=outcome.next_timer_at)
 
