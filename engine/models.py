@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from engine.db import db, utcnow
@@ -155,3 +155,84 @@ class Task(db.Model):
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     completed_at: Mapped[datetime | None]
+
+
+class Channel(db.Model):
+    """A configured connection (web-chat now; messengers later). Secrets are never returned."""
+
+    __tablename__ = "channels"
+    __table_args__ = (UniqueConstraint("tenant_id", "name"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
+    type: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(200))
+    webhook_url: Mapped[str | None] = mapped_column(String(2000))
+    webhook_secret: Mapped[str | None] = mapped_column(String(255))
+    settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    enabled: Mapped[bool] = mapped_column(default=True)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Conversation(db.Model):
+    """One customer (a chat_id on a channel) talking with one running instance: the binding."""
+
+    __tablename__ = "conversations"
+    __table_args__ = (
+        # At most one active conversation per (channel, chat_id).
+        Index("ux_conversations_active_chat", "channel_id", "chat_id", unique=True,
+              sqlite_where=text("status = 'active'"), postgresql_where=text("status = 'active'")),
+        Index("ix_conversations_tenant_status_id", "tenant_id", "status", "id"),
+        Index("ix_conversations_instance_id", "instance_id"),
+    )
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    channel_id: Mapped[int] = mapped_column(ForeignKey("channels.id"))
+    chat_id: Mapped[str] = mapped_column(String(255))
+    instance_id: Mapped[int | None] = mapped_column(ForeignKey("instances.id"))
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    external_user_id: Mapped[str | None] = mapped_column(String(255))
+    external_username: Mapped[str | None] = mapped_column(String(255))
+    started_at: Mapped[datetime] = mapped_column(default=utcnow)
+    last_message_at: Mapped[datetime | None]
+    closed_at: Mapped[datetime | None]
+
+
+class Message(db.Model):
+    """A message of a conversation, in or out; ``delivery_id`` links an outgoing one to its delivery."""
+
+    __tablename__ = "messages"
+    __table_args__ = (Index("ix_messages_conversation_id", "conversation_id", "id"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id"))
+    direction: Mapped[str] = mapped_column(String(3))
+    author: Mapped[str] = mapped_column(String(16))
+    text: Mapped[str] = mapped_column(Text)
+    delivery_id: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Delivery(db.Model):
+    """One outbound HTTP POST, durable and at-least-once; ``body`` holds the exact bytes signed and sent.
+
+    Deliveries of one ``ordering_key`` (channel + chat) go out one after another, oldest first.
+    """
+
+    __tablename__ = "deliveries"
+    __table_args__ = (Index("ix_deliveries_ordering", "ordering_key", "id"),
+                      Index("ix_deliveries_tenant_status_id", "tenant_id", "status", "id"))
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    channel_id: Mapped[int | None] = mapped_column(ForeignKey("channels.id"))
+    ordering_key: Mapped[str] = mapped_column(String(300))
+    delivery_uid: Mapped[str] = mapped_column(String(64), unique=True)
+    event: Mapped[str] = mapped_column(String(32), default="message")
+    url: Mapped[str] = mapped_column(String(2000))
+    body: Mapped[str] = mapped_column(Text)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    last_status: Mapped[int | None] = mapped_column(Integer)
+    last_error: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    next_attempt_at: Mapped[datetime | None]
+    sent_at: Mapped[datetime | None]
