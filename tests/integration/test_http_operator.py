@@ -82,3 +82,28 @@ def test_cancel_during_a_slow_call_wins(api, receiver, start_call):
 
     time.sleep(1.5)
     assert api.call("process.status", instance_id=instance_id)["status"] == "cancelled"
+
+
+def test_private_address_is_refused_unless_allowed(backend, tmp_path_factory, tmp_path, receiver):
+    """The SSRF guard: with private URLs not allowed, a call to 127.0.0.1 fails the instance, unsent.
+
+    Its own database: a server sharing one would run this instance's jobs with its own settings.
+    """
+    from tests.conftest import make_database_url
+    from tests.harness import BatonServer, drop_postgres_database
+
+    database_url = make_database_url(backend, tmp_path_factory)
+    guarded = BatonServer(database_url, tmp_path, BATON_ALLOW_PRIVATE_URLS="0").start()
+    try:
+        api = guarded.api(guarded.create_tenant(f"ssrf-{tmp_path.name[-8:]}"))
+        api.deploy(bpmn("http_call.bpmn"), code="ssrf-check")
+        instance_id = api.call("process.start", definition_id="ssrf-check", variables={
+            "base": receiver.url, "order_id": 1, "note": "", "token": ""})["instance_id"]
+        status = api.wait_for(instance_id)
+        assert status["status"] == "failed" and status["error"]["element_id"] == "call_crm"
+        assert "not allowed" in status["error"]["message"] or "refused" in status["error"]["message"]
+        assert receiver.requests == []
+    finally:
+        guarded.stop()
+        if backend == "postgresql":
+            drop_postgres_database(database_url)
