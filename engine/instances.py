@@ -16,6 +16,7 @@ from engine.models import Definition, Instance, Job
 from engine.runner import MESSAGE, RETRY, START
 
 STATUSES = ("running", "completed", "cancelled", "failed")
+_QUEUED = "message_queued"  # a waiting_for entry already claimed by an accepted message
 # A start is the hottest write: a prebuilt insert returning the id, without an ORM flush.
 _INSERT = (insert(Instance.__table__)
            .values(tenant_id=bindparam("tenant_id"), definition_id=bindparam("definition_id"),
@@ -76,7 +77,8 @@ def status(tenant_id: int, instance_id: int) -> dict[str, Any]:
         "started_at": iso(instance.started_at),
         "completed_at": iso(instance.completed_at),
         "error": instance.error if instance.status == "failed" else None,
-        "waiting_for": (instance.waiting_for or []) if instance.status == "running" else [],
+        "waiting_for": [{k: v for k, v in entry.items() if k != _QUEUED} for entry in instance.waiting_for or []]
+        if instance.status == "running" else [],
     }
 
 
@@ -119,9 +121,19 @@ def send_message(tenant_id: int, instance_id: int, message: str,
     instance = _get(tenant_id, instance_id)
     if instance.status != "running":
         raise ConflictError(f"Instance {instance_id} is {instance.status}; it waits for no message.")
-    if not any(message == entry.get("message") or message in entry.get("messages", [])
-               for entry in instance.waiting_for or []):
+    entries = [dict(entry) for entry in instance.waiting_for or []]
+    waiting = next((entry for entry in entries if not entry.get(_QUEUED) and (
+        message == entry.get("message") or message in entry.get("messages", []))), None)
+    if waiting is None:
         raise ConflictError(f"Instance {instance_id} is not waiting for message '{message}'.")
+    # Claim the waiting element for this message (compare-and-swap on the revision), so that a
+    # second message sent before the first is applied is refused rather than accepted and dropped.
+    waiting[_QUEUED] = True
+    claimed = db.session.execute(
+        update(Instance).where(Instance.id == instance.id, Instance.revision == instance.revision)
+        .values(waiting_for=entries, revision=Instance.revision + 1)).rowcount == 1
+    if not claimed:
+        raise ConflictError(f"Instance {instance_id} changed while the message arrived; send it again.")
     jobs.enqueue(tenant_id, MESSAGE, instance_id=instance.id,
                  payload={"message": message, "variables": variables or {}})
     db.session.commit()

@@ -9,7 +9,8 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from SpiffWorkflow.bpmn.specs.defaults import CallActivity
+# The mixin: the BPMN and the Spiff parsers build different CallActivity classes that share it.
+from SpiffWorkflow.bpmn.specs.mixins.subworkflow_task import CallActivity
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from sqlalchemy import select
 
