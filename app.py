@@ -34,6 +34,7 @@ class Settings:
     job_lease_s: float = 30.0                                       # BATON_JOB_LEASE_S
     http_retry_base_s: float = 5.0                                  # BATON_HTTP_RETRY_BASE_S
     poll_s: float = 5.0                                             # BATON_POLL_S
+    delivery_retry_scale: float = 1.0                               # BATON_DELIVERY_RETRY_SCALE (tests: tiny)
 
     ENV = {"database_url": "DATABASE_URL"}
 
@@ -70,6 +71,7 @@ class Baton:
         self.pool = None
 
     def start_workers(self, threads: int | None = None):
+        from engine.delivery import DELIVER, DeliveryRunner
         from engine.operators import OPERATOR, OperatorRunner
         from engine.outbound import OutboundHttp
         from engine.runner import Runner
@@ -91,6 +93,7 @@ class Baton:
         handlers[TIMER_START] = TimerStartRunner()
         handlers[OPERATOR] = OperatorRunner(self.sandbox, script_engine, specs, self.outbound,
                                             retry_base_s=settings.http_retry_base_s)
+        handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale)
         self.pool = WorkerPool(self.app, handlers, threads=threads, lease_seconds=settings.job_lease_s,
                                poll_seconds=settings.poll_s)
         self.pool.start()
@@ -124,12 +127,14 @@ def create_app(config: dict | None = None) -> Flask:
         upgrade(directory=str(ROOT / "migrations"))
 
     from channels.http import register_http
+    from channels.webchat import bp as webchat_bp
     from channels.webhook import bp as webhook_bp
     from rpc import methods  # noqa: F401  (registers every JSON-RPC method)
     from rpc.endpoint import bp as rpc_bp
 
     register_http(app)
     app.register_blueprint(webhook_bp)
+    app.register_blueprint(webchat_bp)
     app.register_blueprint(rpc_bp)
     app.extensions["baton"] = Baton(app, settings)
     _register_cli(app)

@@ -86,7 +86,7 @@ STRIPPED_BEFORE_SPIFF = frozenset({"dataInputAssociation", "dataOutputAssociatio
 # serviceTask ``operator`` values of the profile. Enabling one the engine has learnt to run is
 # adding it to ENABLED_OPERATORS; known but not enabled ones are refused as "not supported yet".
 KNOWN_OPERATORS = ("http", "send_message", "ai_chat")
-ENABLED_OPERATORS: frozenset[str] = frozenset({"http"})
+ENABLED_OPERATORS: frozenset[str] = frozenset({"http", "send_message"})
 
 # The http operator's properties (bpmn.checks.operators checks their values).
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")

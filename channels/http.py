@@ -5,6 +5,7 @@ JSON-RPC adapter): ``{"error": {"code": "<reason>", "message": "<sentence>"}}`` 
 """
 from __future__ import annotations
 
+import json
 import logging
 
 from flask import Flask, Response, jsonify, request
@@ -12,7 +13,7 @@ from sqlalchemy import func, select, text
 from werkzeug.exceptions import HTTPException
 
 from engine.db import db
-from engine.errors import BatonError, PayloadTooLargeError
+from engine.errors import BadRequestError, BatonError, PayloadTooLargeError
 from engine.models import Instance, Job
 
 log = logging.getLogger("baton.http")
@@ -21,6 +22,21 @@ _HTTP_REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404:
                  405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
                  415: "unsupported_media_type", 429: "too_many_requests"}
 _RPC_PATHS = ("/v1/rpc", "/rpc")
+
+
+def parse_json_object(body: bytes) -> dict:
+    """A request body that must be one JSON object (NaN and Infinity refused: no database keeps them)."""
+    try:
+        value = json.loads(body, parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise BadRequestError("The body is not valid JSON (NaN and Infinity are not JSON either).") from None
+    if not isinstance(value, dict):
+        raise BadRequestError(f"The body must be a JSON object, not {type(value).__name__}.")
+    return value
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
 
 
 def error_response(error: BatonError) -> Response:

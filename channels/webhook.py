@@ -1,11 +1,11 @@
 """``POST /webhooks/inbound/{webhook_id}``: a call starts the latest version of the route's process."""
 from __future__ import annotations
 
-import json
 
 from flask import Blueprint, jsonify, request
 
 from engine import webhooks
+from channels.http import parse_json_object
 from engine.errors import BadRequestError
 
 bp = Blueprint("webhook", __name__)
@@ -21,17 +21,7 @@ def _variables(body: bytes) -> dict:
     if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
         raise BadRequestError(f"Unsupported Content-Type '{mimetype}': send application/json "
                            "or application/x-www-form-urlencoded.")
-    try:
-        value = json.loads(body, parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError):
-        raise BadRequestError("The body is not valid JSON (NaN and Infinity are not JSON either).") from None
-    if not isinstance(value, dict):
-        raise BadRequestError(f"The body must be a JSON object, not {type(value).__name__}.")
-    return value
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
+    return parse_json_object(body)
 
 
 @bp.post("/webhooks/inbound/<webhook_id>")

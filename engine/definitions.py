@@ -1,4 +1,5 @@
-"""Publishing BPMN: versions per code, the spec stored once, webhook routes for webhook start events."""
+"""Publishing BPMN: versions per code, the spec stored once, webhook routes for webhook start events,
+channel start events resolved to their channel's config id."""
 from __future__ import annotations
 
 import re
@@ -9,13 +10,13 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from bpmn import parse_definition
-from engine import timer_starts
+from engine import channels, timer_starts
 from engine.db import db, iso
 from engine.errors import BpmnValidationError, InvalidParamsError, NotFoundError
 from engine.models import Definition, WebhookRoute
 
 _CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
-CHANNEL_TRIGGERS = ("webchat", "telegram", "whatsapp", "viber")
+CHANNEL_TRIGGERS = channels.TYPES  # the start event triggers that name a channel
 
 
 def new_webhook_id() -> str:
@@ -33,10 +34,11 @@ def deploy(tenant_id: int, xml: str, code: str | None, *, public_url: str) -> di
     if not _CODE.match(code or ""):
         raise InvalidParamsError("Parameter 'code' must be 1 to 200 letters, digits, '_', '.' or '-'.")
     _refuse_several_starts(parsed)
-    _refuse_unknown_channels(parsed)
+    # A start event's channel (config id or name) must exist, of the trigger's type.
+    bound = channels.resolve_start_channels(tenant_id, parsed.start_events, CHANNEL_TRIGGERS)
     for attempt in range(3):  # two deploys of one code at once: the loser takes the next version
         try:
-            return _store(tenant_id, xml, code, parsed, public_url)
+            return _store(tenant_id, xml, code, parsed, public_url, bound)
         except IntegrityError:
             db.session.rollback()
             if attempt == 2:
@@ -56,25 +58,15 @@ def _refuse_several_starts(parsed) -> None:
             for start in parsed.start_events[1:]])
 
 
-def _refuse_unknown_channels(parsed) -> None:
-    # Channels arrive with the web-chat and messenger work; until then every channel is unknown.
-    errors = [{"element_id": start.element_id, "line": getattr(start, "line", None),
-               "message": f"Start event '{start.element_id}' is bound to channel '{start.channel}', "
-                          f"which does not exist for this tenant."}
-              for start in parsed.start_events if start.trigger in CHANNEL_TRIGGERS]
-    if errors:
-        raise BpmnValidationError(errors)
-
-
-def _store(tenant_id: int, xml: str, code: str, parsed, public_url: str) -> dict[str, Any]:
+def _store(tenant_id: int, xml: str, code: str, parsed, public_url: str,
+           bound: dict[str, int]) -> dict[str, Any]:
     latest = db.session.execute(
         select(func.max(Definition.version)).where(Definition.tenant_id == tenant_id, Definition.code == code)
     ).scalar_one()
     definition = Definition(
         tenant_id=tenant_id, code=code, version=(latest or 0) + 1, process_id=parsed.process_id,
         name=parsed.name, bpmn_xml=xml, spec_json=parsed.spec_json,
-        start_events=[{"element_id": s.element_id, "trigger": s.trigger, "channel": s.channel}
-                      for s in parsed.start_events])
+        start_events=[_start_event(s, bound) for s in parsed.start_events])
     db.session.add(definition)
     db.session.flush()
     webhooks = []
@@ -94,7 +86,16 @@ def _store(tenant_id: int, xml: str, code: str, parsed, public_url: str) -> dict
     timer_starts.schedule(definition, getattr(parsed, "timer_starts", []))
     db.session.commit()
     return {"definition_id": definition.id, "code": code, "version": definition.version,
-            "webhooks": webhooks, "channels": []}
+            "webhooks": webhooks,
+            "channels": [{"start_event_id": element_id, "config_id": config_id}
+                         for element_id, config_id in bound.items()]}
+
+
+def _start_event(start, bound: dict[str, int]) -> dict[str, Any]:
+    entry = {"element_id": start.element_id, "trigger": start.trigger, "channel": start.channel}
+    if start.element_id in bound:
+        entry["config_id"] = bound[start.element_id]
+    return entry
 
 
 def _summary(definition: Definition) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import bindparam, delete, func, insert, select, update
 
-from engine import jobs, tasks
+from engine import chat_operators, jobs, tasks
 from engine.db import db, iso, utcnow
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.models import Definition, Instance, Job
@@ -94,6 +94,7 @@ def cancel(tenant_id: int, instance_id: int) -> dict[str, Any]:
                     revision=Instance.revision + 1))
         db.session.execute(delete(Job).where(Job.instance_id == instance.id))
         tasks.cancel_open(instance.id)
+        chat_operators.close_for_instance(instance.id)
         db.session.commit()
     return {"instance_id": instance.id, "status": "cancelled"}
 

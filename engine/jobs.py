@@ -53,14 +53,14 @@ def enqueue(tenant_id: int, kind: str, *, instance_id: int | None = None,
     db.session.connection().execute(_INSERT, {
         "tenant_id": tenant_id, "instance_id": instance_id, "kind": kind, "payload": payload or {},
         "run_at": run_at or utcnow()})
-    _notify_on_commit()
+    notify_on_commit()
 
 
 _INSERT = insert(Job.__table__).values(
     {name: bindparam(name) for name in ("tenant_id", "instance_id", "kind", "payload", "run_at")})
 
 
-def _notify_on_commit() -> None:
+def notify_on_commit() -> None:
     """Wake workers when the current transaction commits: here directly, elsewhere by NOTIFY."""
     session_info = db.session.info
     if not session_info.get("baton_notify"):
@@ -159,7 +159,7 @@ def finish(job: ClaimedJob, worker_id: str) -> bool:
         return False
     if job.instance_id is not None and connection.execute(
             _next_of_instance, {"instance_id": job.instance_id, "now": utcnow()}).first():
-        _notify_on_commit()
+        notify_on_commit()
     return True
 
 

@@ -25,6 +25,8 @@ from engine.outbound import OutboundHttp
 log = logging.getLogger("baton.operators")
 
 OPERATOR, OPERATOR_RESULT = "operator", "operator_result"
+# Operators that call nobody run inside the advance (engine.chat_operators), never in a job.
+INLINE_OPERATORS = frozenset({"send_message"})
 DISPATCHED, FAILED = "baton_dispatched", "baton_failed"
 DEFAULT_RETRIES = 3
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})
@@ -51,7 +53,7 @@ def operator_tasks_to_dispatch(workflow) -> list[dict[str, Any]]:
     found = []
     for task in workflow.get_tasks(state=TaskState.READY):
         operator = task.task_spec.extensions.get("operator") if task.task_spec.manual else None
-        if operator and not task.internal_data.get(DISPATCHED):
+        if operator and operator not in INLINE_OPERATORS and not task.internal_data.get(DISPATCHED):
             task.internal_data[DISPATCHED] = True
             found.append({"spiff_task_id": str(task.id), "operator": operator})
     return found

@@ -19,7 +19,7 @@ from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import bindparam, delete, select, update
 
 from bpmn import message_event
-from engine import jobs, operators, store, tasks
+from engine import chat_operators, jobs, operators, store, tasks
 from engine.db import db, utcnow
 from engine.errors import CallActivityError, OperatorError, ScriptError
 from engine.models import Instance, Job
@@ -74,6 +74,7 @@ class Runner:
             MESSAGE: self._apply_message,
             RETRY: self._apply_retry,
             operators.OPERATOR_RESULT: self._apply_operator_result,
+            chat_operators.CHAT_MESSAGE: self._apply_chat_message,
         }
 
     @property
@@ -90,13 +91,15 @@ class Runner:
         except CallActivityError as exc:
             self._fail_unchanged(job, worker_id, row, exc.message)
             return
+        outbox = chat_operators.Outbox.for_instance(job.instance_id, specs, self.script_engine.sandbox)
         db.session.rollback()  # no transaction (nor SQLite write lock) while the engine runs
 
         workflow = store.restore_workflow(row.state, specs, self.script_engine) if row.state else None
         payload = {**job.payload, "_specs": specs, "_variables": row.variables or {}}
-        outcome = self._run(workflow, lambda: self._events[job.kind](workflow, payload))
+        outcome = self._run(workflow, lambda: self._events[job.kind](workflow, payload), outbox)
         if not self._save(job, worker_id, row, outcome, pinned):
             return
+        chat_operators.settle(job.instance_id, outcome.status, outbox, specs)
         if _has_human_tasks(specs):
             tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
                        outcome.workflow if outcome.status == "running" else None)
@@ -133,6 +136,7 @@ class Runner:
             .values(status="failed", completed_at=utcnow(), revision=Instance.revision + 1,
                     error={"message": "An internal error stopped this instance; it can be retried.",
                            "element_id": None}))
+        chat_operators.close_for_instance(job.instance_id)
         jobs.finish(job, worker_id)
         db.session.commit()
 
@@ -142,6 +146,7 @@ class Runner:
             update(Instance).where(Instance.id == job.instance_id, Instance.revision == row.revision)
             .values(status="failed", completed_at=utcnow(), revision=row.revision + 1,
                     error={"message": message, "element_id": None}))
+        chat_operators.close_for_instance(job.instance_id)
         jobs.finish(job, worker_id)
         db.session.commit()
 
@@ -180,6 +185,15 @@ class Runner:
             log.warning("message %r arrived when nothing waited for it any more", payload["message"])
         return workflow
 
+    def _apply_chat_message(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow | None:
+        """A customer's message: to a waiting catch event or receive task named ``chat_message``
+        (its variables merged in); when nothing waits for one, the message stays only stored."""
+        try:
+            workflow.send_event(message_event(chat_operators.CHAT_MESSAGE, payload.get("variables") or {}))
+        except WorkflowException:
+            pass
+        return workflow
+
     def _apply_retry(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow:
         """Resume a failed instance at the element that failed, with ``variables`` merged in."""
         variables = payload.get("variables") or {}
@@ -210,8 +224,10 @@ class Runner:
 
     # -- running -----------------------------------------------------------------------------
 
-    def _run(self, loaded: BpmnWorkflow | None, apply: Callable[[], BpmnWorkflow]) -> Outcome:
-        """Apply the event and step; a failure keeps the workflow as far as it got."""
+    def _run(self, loaded: BpmnWorkflow | None, apply: Callable[[], BpmnWorkflow],
+             outbox: chat_operators.Outbox | None = None) -> Outcome:
+        """Apply the event and step (sending what send_message tasks say, stepping again after them);
+        a failure keeps the workflow as far as it got."""
         error, workflow = None, loaded
         steps = [0]
 
@@ -228,6 +244,8 @@ class Runner:
             workflow = apply()
             workflow.refresh_timers()
             workflow.do_engine_steps(will_complete_task=guard)
+            while outbox is not None and outbox.run_ready(workflow):
+                workflow.do_engine_steps(will_complete_task=guard)
             error = _uncaught_error(workflow)
         except GuardrailError as exc:
             task = exc.data.pop("task")

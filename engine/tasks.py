@@ -19,7 +19,7 @@ from engine import jobs
 from engine.db import db, is_postgres, iso, utcnow
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.forms import validate_result
-from engine.models import Instance, Task
+from engine.models import Conversation, Instance, Task
 
 COMPLETE_TASK = "complete_task"
 STATUSES = ("in_progress", "completed", "cancelled")
@@ -58,10 +58,10 @@ def cancel_open(instance_id: int) -> None:
                        .values(status="cancelled", completed_at=utcnow()))
 
 
-def _item(task: Task) -> dict[str, Any]:
+def _item(task: Task, binding_id: int | None) -> dict[str, Any]:
     return {"task_id": task.id, "instance_id": task.instance_id, "definition_id": task.definition_id,
             "element_id": task.element_id, "name": task.name, "status": task.status,
-            "form": task.form or [], "buttons": task.buttons or [], "binding_id": None,
+            "form": task.form or [], "buttons": task.buttons or [], "binding_id": binding_id,
             "variables": task.variables or {}, "created_at": iso(task.created_at),
             "completed_at": iso(task.completed_at), "result": task.result}
 
@@ -111,8 +111,12 @@ def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, d
             ids = _page_ids(conditions, merge, ascending=True, skip=from_oldest, count=count)
         else:
             ids = _page_ids(conditions, merge, ascending=False, skip=offset, count=count)
-        rows = db.session.execute(select(Task).join(ids, Task.id == ids.c.id).order_by(Task.id.desc())).scalars()
-        items = [_item(task) for task in rows]
+        # binding_id: the instance's active conversation, joined in (at most one per instance).
+        rows = db.session.execute(
+            select(Task, Conversation.id).join(ids, Task.id == ids.c.id)
+            .outerjoin(Conversation, (Conversation.instance_id == Task.instance_id) & (Conversation.status == "active"))
+            .order_by(Task.id.desc())).all()
+        items = [_item(task, binding_id) for task, binding_id in rows]
     return {"items": items, "page": page, "per_page": per_page, "total": total}
 
 

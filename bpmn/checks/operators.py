@@ -4,6 +4,8 @@
 PUT, PATCH, DELETE, HEAD; default POST with a body, else GET), ``body`` (a template), ``headers``
 (a JSON object of header name -> template), ``result_variable`` (a variable name), ``timeout_s``
 (seconds, 1 to 60) and ``retries`` (0 to 10). Deploy never fetches the URL.
+
+``send_message``: ``text`` (a template, required; sent to the instance's conversation).
 """
 from __future__ import annotations
 
@@ -44,6 +46,19 @@ def check_http(element, properties: dict[str, str], issues: Issues) -> None:
         refuse("result_variable", f"result_variable '{variable}' must be a variable name.")
     _check_number(properties, "timeout_s", HTTP_TIMEOUT_S, float, refuse)
     _check_number(properties, "retries", HTTP_RETRIES, int, refuse)
+
+
+def check_send_message(element, properties: dict[str, str], issues: Issues) -> None:
+    at = {prop.get("name"): prop for prop in property_elements(element)}
+
+    def refuse(name: str, message: str) -> None:
+        issues.add(element, f"serviceTask (send_message) {message}", at=at.get(name))
+
+    text = properties.get("text") or ""
+    if not text.strip():
+        refuse("text", "needs a 'text' property (the message, a template such as 'Hello {{ name }}').")
+    else:
+        _check_template(text, "text", refuse)
 
 
 def _is_http_url(url: str) -> bool:

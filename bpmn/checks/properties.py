@@ -7,7 +7,7 @@ from bpmn import profile
 from bpmn import allowlist
 from bpmn.allowlist import KNOWN_OPERATORS, TRIGGERS
 from bpmn.checks.elements import content
-from bpmn.checks.operators import check_http
+from bpmn.checks.operators import check_http, check_send_message
 from bpmn.issues import Issues, local_name
 
 _OPERATOR_LIST = ", ".join(KNOWN_OPERATORS[:-1]) + f" or {KNOWN_OPERATORS[-1]}"
@@ -63,6 +63,8 @@ def _check_service_task(element, properties: dict, issues: Issues) -> None:
         issues.add(element, f"serviceTask with operator = {operator} is not supported yet.")
     elif operator == "http":
         check_http(element, properties, issues)
+    elif operator == "send_message":
+        check_send_message(element, properties, issues)
 
 
 def _check_human_task(element, properties: dict, issues: Issues) -> None:

@@ -114,7 +114,7 @@ def test_http_tasks_with_unusable_properties_are_refused_at_the_property_line():
         ("bad_templates", 35, "body cannot be rendered: {{ order. }}"),
         ("bad_templates", 36, "header 'X-Token' cannot be rendered"),
         ("bad_templates", 37, "result_variable 'the result' must be a variable name."),
-        ("say", 42, "serviceTask with operator = send_message is not supported yet."),
+        ("say", 46, "serviceTask (send_message) text cannot be rendered: {{ name. }}"),
     ])
 
 

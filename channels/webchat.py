@@ -1,0 +1,66 @@
+"""``POST /channels/webchat/{config_id}/inbound``: a customer's message, forwarded by the caller's backend.
+
+The key (``X-API-Key``, permission ``conversation.send``, of the channel's tenant) is checked first,
+then the channel, then the body; ``engine.conversations.accept`` stores the message and routes it
+or starts the channel's process, and the answer is 202.
+"""
+from __future__ import annotations
+
+from flask import Blueprint, jsonify, request
+
+from channels.http import parse_json_object
+from engine import auth, conversations
+from engine.chat_operators import MAX_TEXT
+from engine.errors import BadRequestError, NotFoundError
+
+bp = Blueprint("webchat", __name__)
+
+MAX_ID = 255
+_MAX_CONFIG_ID = 2**63 - 1
+
+
+def _body() -> dict:
+    mimetype = request.mimetype
+    if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+        raise BadRequestError(f"Unsupported Content-Type '{mimetype}': send application/json.")
+    return parse_json_object(request.get_data(cache=False))
+
+
+def _field(body: dict, name: str, *, required: bool, max_len: int) -> str | None:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise BadRequestError(f"The field '{name}' is required.")
+        return None
+    if not isinstance(value, str):
+        raise BadRequestError(f"The field '{name}' must be a string.")
+    if required and not value.strip():
+        raise BadRequestError(f"The field '{name}' must not be empty.")
+    if len(value) > max_len:
+        raise BadRequestError(f"The field '{name}' must be at most {max_len} characters long.")
+    if "\x00" in value:
+        raise BadRequestError(f"The field '{name}' must not contain NUL characters.")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate such as "\ud800"
+        raise BadRequestError(f"The field '{name}' must be valid Unicode text.") from None
+    return value
+
+
+@bp.post("/channels/webchat/<int:config_id>/inbound")
+def inbound(config_id: int):
+    principal = auth.authenticate(request.headers.get("X-API-Key"))
+    if config_id > _MAX_CONFIG_ID:
+        principal.require(conversations.SEND_PERMISSION)
+        raise NotFoundError(f"Unknown webchat channel {config_id}.")
+    channel = conversations.inbound_channel(config_id, principal, "webchat")
+    body = _body()
+    answer = conversations.accept(
+        channel,
+        chat_id=_field(body, "chat_id", required=True, max_len=MAX_ID),
+        text=_field(body, "text", required=True, max_len=MAX_TEXT),
+        user_id=_field(body, "user_id", required=False, max_len=MAX_ID),
+        username=_field(body, "username", required=False, max_len=MAX_ID))
+    response = jsonify(answer)
+    response.status_code = 202
+    return response

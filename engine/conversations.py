@@ -1,0 +1,168 @@
+"""Conversations as callers see them: a customer message arriving on a channel, operator replies,
+the lists of active conversations and of a conversation's messages.
+
+An arriving message (``accept``) is stored and acted on in ONE transaction: with an active
+conversation for its chat, a ``chat_message`` job of the conversation's instance carries it to
+the runner (which hands it to a waiting ``chat_message`` catch event or receive task, or leaves it
+only stored); without one, the latest definition bound to the channel starts and the conversation
+opens with it. The conversation row is locked first, so the messages of one chat get their ids,
+their jobs and their commits in one order, and the instance's jobs run in that order.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+
+from engine import channels, chat_operators, instances, jobs
+from engine.db import db, iso, utcnow
+from engine.errors import ConflictError, ForbiddenError, NotFoundError
+from engine.models import Channel, Conversation, Delivery, Instance, Message
+
+SEND_PERMISSION = "conversation.send"
+DELIVERY_STATES = ("queued", "sent", "dead")
+
+
+def inbound_channel(config_id: int, principal, type_: str) -> Channel:
+    """The enabled channel a message is posted to, if the caller's key may post to it."""
+    principal.require(SEND_PERMISSION)
+    channel = db.session.get(Channel, config_id)
+    if channel is None or channel.type != type_:
+        raise NotFoundError(f"Unknown {type_} channel {config_id}.")
+    if channel.tenant_id != principal.tenant_id:
+        raise ForbiddenError(SEND_PERMISSION, "The API key belongs to another tenant than this channel.")
+    if not channel.enabled:
+        raise NotFoundError(f"Channel {config_id} is disabled.")
+    return channel
+
+
+def accept(channel: Channel, *, chat_id: str, text: str, user_id: str | None,
+           username: str | None) -> dict[str, Any]:
+    """Store a customer's message and route it, or start the channel's process with it; commits."""
+    channel_id, tenant_id = channel.id, channel.tenant_id
+    for attempt in range(3):
+        try:
+            answer = _route_or_start(channel, chat_id, text, user_id, username)
+            db.session.commit()
+            return answer
+        except IntegrityError:
+            # The chat's first messages raced and another one opened the conversation: go to it.
+            db.session.rollback()
+            if attempt == 2:
+                raise
+            channel = db.session.get(Channel, channel_id)
+            if channel is None or channel.tenant_id != tenant_id:
+                raise NotFoundError(f"Unknown channel {channel_id}.") from None
+    raise AssertionError("unreachable")
+
+
+def _route_or_start(channel: Channel, chat_id: str, text: str, user_id: str | None,
+                    username: str | None) -> dict[str, Any]:
+    now = utcnow()
+    found = db.session.execute(
+        select(Conversation, Instance.status).join(Instance, Instance.id == Conversation.instance_id)
+        .where(Conversation.channel_id == channel.id, Conversation.chat_id == chat_id,
+               Conversation.status == "active")
+        .with_for_update(of=Conversation)).first()
+    conversation = None
+    if found is not None:
+        conversation, instance_status = found
+        if instance_status != "running":  # ended without closing it (should not happen): close it now
+            conversation.status, conversation.closed_at = "closed", now
+            db.session.flush()
+            conversation = None
+    if conversation is None:
+        conversation = _open(channel, chat_id, text, user_id, username, now)
+    else:
+        conversation.last_message_at = now
+        conversation.external_user_id = user_id or conversation.external_user_id
+        conversation.external_username = username or conversation.external_username
+        jobs.enqueue(channel.tenant_id, chat_operators.CHAT_MESSAGE, instance_id=conversation.instance_id,
+                     payload={"variables": _variables(channel, conversation, text)})
+    message = Message(tenant_id=channel.tenant_id, conversation_id=conversation.id, direction="in",
+                      author="customer", text=text, created_at=now)
+    db.session.add(message)
+    db.session.flush()
+    return {"accepted": True, "binding_id": conversation.id, "instance_id": conversation.instance_id,
+            "message_id": message.id}
+
+
+def _open(channel: Channel, chat_id: str, text: str, user_id: str | None, username: str | None,
+          now) -> Conversation:
+    """Start the channel's process for a new chat; the conversation opens with the instance."""
+    definition = channels.bound_definition(channel)
+    if definition is None:
+        raise ConflictError(f"No process is bound to channel {channel.id}: deploy one whose start event has "
+                            f"trigger = {channel.type} and channel = {channel.id} (or '{channel.name}').")
+    conversation = Conversation(tenant_id=channel.tenant_id, channel_id=channel.id, chat_id=chat_id,
+                                status="active", external_user_id=user_id, external_username=username,
+                                started_at=now, last_message_at=now)
+    db.session.add(conversation)
+    db.session.flush()  # the partial unique index refuses a second active conversation of the chat here
+    started = instances.start(channel.tenant_id, definition, _variables(channel, conversation, text),
+                              commit=False)
+    conversation.instance_id = started["instance_id"]
+    return conversation
+
+
+def _variables(channel: Channel, conversation: Conversation, text: str) -> dict[str, Any]:
+    return {"message_text": text, "external_username": conversation.external_username,
+            "external_user_id": conversation.external_user_id, "channel": channel.type,
+            "chat_id": conversation.chat_id, "binding_id": conversation.id}
+
+
+def _get(tenant_id: int, binding_id: int, *, lock: bool = False) -> Conversation:
+    query = select(Conversation).where(Conversation.tenant_id == tenant_id, Conversation.id == binding_id)
+    conversation = db.session.execute(query.with_for_update() if lock else query).scalar_one_or_none()
+    if conversation is None:
+        raise NotFoundError(f"Conversation {binding_id} not found.")
+    return conversation
+
+
+def send(tenant_id: int, binding_id: int, text: str) -> dict[str, Any]:
+    """An operator's reply: stored and queued for delivery in one transaction."""
+    conversation = _get(tenant_id, binding_id, lock=True)
+    if conversation.status != "active":
+        raise ConflictError(f"Conversation {binding_id} is {conversation.status}; it takes no more messages.")
+    message = chat_operators.record_outgoing(chat_operators.ActiveConversation(
+        conversation.id, conversation.tenant_id, conversation.channel_id, conversation.chat_id), text, "operator")
+    db.session.commit()
+    return {"binding_id": binding_id, "message_id": message.id, "status": "queued"}
+
+
+def list_conversations(tenant_id: int, *, channel_type: str | None, page: int, per_page: int) -> dict[str, Any]:
+    """The tenant's active conversations, newest first."""
+    conditions = [Conversation.tenant_id == tenant_id, Conversation.status == "active"]
+    if channel_type is not None:
+        conditions.append(Channel.type == channel_type)
+    base = select(Conversation, Channel.type).join(Channel, Channel.id == Conversation.channel_id).where(*conditions)
+    total = db.session.execute(select(func.count()).select_from(base.subquery())).scalar_one()
+    rows = db.session.execute(base.order_by(Conversation.id.desc())
+                              .limit(per_page).offset((page - 1) * per_page)).all()
+    items = [{"binding_id": c.id, "channel": channel, "config_id": c.channel_id, "chat_id": c.chat_id,
+              "external_user_id": c.external_user_id, "external_username": c.external_username,
+              "instance_id": c.instance_id, "started_at": iso(c.started_at),
+              "last_message_at": iso(c.last_message_at)} for c, channel in rows]
+    return {"items": items, "page": page, "per_page": per_page, "total": total}
+
+
+def list_messages(tenant_id: int, binding_id: int, *, page: int, per_page: int) -> dict[str, Any]:
+    """A conversation's messages (active or closed), newest first, each with its delivery's state."""
+    conversation = _get(tenant_id, binding_id)
+    total = db.session.execute(select(func.count()).select_from(Message)
+                               .where(Message.conversation_id == conversation.id)).scalar_one()
+    rows = db.session.execute(
+        select(Message, Delivery.status).outerjoin(Delivery, Delivery.id == Message.delivery_id)
+        .where(Message.conversation_id == conversation.id).order_by(Message.id.desc())
+        .limit(per_page).offset((page - 1) * per_page)).all()
+    items = [{"message_id": m.id, "direction": m.direction, "text": m.text, "author": m.author,
+              "created_at": iso(m.created_at), "delivery": _delivery_state(m, status)} for m, status in rows]
+    return {"items": items, "page": page, "per_page": per_page, "total": total}
+
+
+def _delivery_state(message: Message, status: str | None) -> str | None:
+    """``queued`` until sent or dead (a delivery being retried is still queued); null for no delivery."""
+    if message.delivery_id is None:
+        return None
+    return status if status in DELIVERY_STATES else "queued"

@@ -1,0 +1,32 @@
+"""conversation.* methods: operator replies, active conversations, a conversation's messages."""
+from __future__ import annotations
+
+from engine import channels, conversations
+from engine.chat_operators import MAX_TEXT
+from rpc.params import optional_one_of, page_params, reject_unknown, require_int, require_str
+from rpc.registry import rpc_method
+
+
+@rpc_method("conversation.send")
+def send(ctx, params):
+    reject_unknown(params, {"binding_id", "text"})
+    binding_id = require_int(params, "binding_id")
+    text = require_str(params, "text", max_len=MAX_TEXT)
+    return conversations.send(ctx.tenant_id, binding_id, text)
+
+
+@rpc_method("conversation.list")
+def list_(ctx, params):
+    reject_unknown(params, {"channel", "page", "per_page"})
+    page, per_page = page_params(params)
+    return conversations.list_conversations(
+        ctx.tenant_id, channel_type=optional_one_of(params, "channel", channels.TYPES),
+        page=page, per_page=per_page)
+
+
+@rpc_method("conversation.messages")
+def messages(ctx, params):
+    reject_unknown(params, {"binding_id", "page", "per_page"})
+    page, per_page = page_params(params)
+    return conversations.list_messages(ctx.tenant_id, require_int(params, "binding_id"),
+                                       page=page, per_page=per_page)
