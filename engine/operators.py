@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from urllib.parse import urlsplit
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +81,12 @@ def _is_json(text: str) -> bool:
         return True
     except ValueError:
         return False
+
+
+def _origin(url: str) -> str:
+    """Scheme and host only: paths and queries can hold tokens, and errors are shown to callers."""
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}"
 
 
 def _not_json(name: str):
@@ -165,7 +172,7 @@ class OperatorRunner:
         except OutboundError as exc:
             raise CallFailed(exc.message, retryable=True) from None
         if not 200 <= response.status < 300:
-            raise CallFailed(f"The HTTP call to {call.url.split('?')[0]} answered {response.status}.",
+            raise CallFailed(f"The HTTP call to {_origin(call.url)} answered {response.status}.",
                              retryable=response.status in RETRYABLE_STATUSES,
                              retry_after_s=response.retry_after_s(), status=response.status)
         if not response.body:

@@ -9,6 +9,7 @@ job goes back to the queue, so an instance is never advanced by two workers at o
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Callable
 from uuid import UUID
 
@@ -33,6 +34,9 @@ START, TIMER, MESSAGE, RETRY = "start", "timer", "message", "retry"
 # ~500 turns ends "completed" with empty data). Stop well before, loudly.
 MAX_TREE_DEPTH = 800
 MAX_STEPS_PER_ADVANCE = 20_000
+# Spiff's cost per step grows with the task tree, so a huge loop slows down before the step cap:
+# an advance is also stopped after this long, well inside the job lease (30 s by default).
+MAX_ADVANCE_SECONDS = 15.0
 
 
 # The statements of every advance, built once and run on the tables: building them and going
@@ -230,9 +234,14 @@ class Runner:
         a failure keeps the workflow as far as it got."""
         error, workflow = None, loaded
         steps = [0]
+        deadline = time.monotonic() + MAX_ADVANCE_SECONDS
 
         def guard(task):
             steps[0] += 1
+            if time.monotonic() > deadline:
+                raise GuardrailError(f"The instance ran for more than {MAX_ADVANCE_SECONDS:.0f} s without "
+                                     "waiting (a loop that never ends, or one too large?) and was stopped.",
+                                     data={"task": task})
             if steps[0] > MAX_STEPS_PER_ADVANCE:
                 raise GuardrailError(f"The instance ran more than {MAX_STEPS_PER_ADVANCE} steps at once "
                                      "(a loop that never waits?) and was stopped.", data={"task": task})

@@ -40,6 +40,10 @@ def sync(tenant_id: int, instance_id: int, definition_id: int, workflow: BpmnWor
     if gone:
         db.session.execute(update(Task).where(Task.instance_id == instance_id, Task.spiff_task_id.in_(gone))
                            .values(status="cancelled", completed_at=utcnow()))
+    reopened = [spiff_id for spiff_id in ready if known.get(spiff_id) == "cancelled"]
+    if reopened:  # ready again after process.retry: the failure had cancelled the row
+        db.session.execute(update(Task).where(Task.instance_id == instance_id, Task.spiff_task_id.in_(reopened))
+                           .values(status="in_progress", completed_at=None))
     for spiff_id, task in ready.items():
         if spiff_id in known:
             continue

@@ -110,3 +110,24 @@ def test_gateway_with_no_true_condition_names_the_gateway(api, unique_code):
     assert status["status"] == "failed"
     assert status["error"] == {"element_id": "again", "message": status["error"]["message"]}
     assert "again" in status["error"]["message"] and "default" in status["error"]["message"]
+
+
+def test_retry_reopens_the_task_row_the_failure_cancelled(api, unique_code):
+    import time
+
+    api.deploy(bpmn("retry_with_open_task.bpmn"), code=unique_code)
+    instance_id = api.call("process.start", definition_id=unique_code, variables={"divisor": 0})["instance_id"]
+    assert api.wait_for(instance_id)["status"] == "failed"  # the script fails after the task opened
+    [row] = api.call("task.list", instance_id=instance_id)["items"]
+    assert row["status"] == "cancelled"
+
+    api.call("process.retry", instance_id=instance_id, variables={"divisor": 2})
+    for _ in range(500):
+        [row] = api.call("task.list", instance_id=instance_id)["items"]
+        if row["status"] == "in_progress":
+            break
+        time.sleep(0.02)
+    assert row["status"] == "in_progress" and row["completed_at"] is None
+    api.call("task.complete", task_id=row["task_id"], result={"ok": True})
+    status = api.wait_for(instance_id)
+    assert status["status"] == "completed" and status["variables"]["ratio"] == 5
