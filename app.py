@@ -127,6 +127,7 @@ def create_app(config: dict | None = None) -> Flask:
         upgrade(directory=str(ROOT / "migrations"))
 
     from channels.http import register_http
+    from channels.task_callback import bp as task_callback_bp
     from channels.webchat import bp as webchat_bp
     from channels.webhook import bp as webhook_bp
     from rpc import methods  # noqa: F401  (registers every JSON-RPC method)
@@ -135,6 +136,7 @@ def create_app(config: dict | None = None) -> Flask:
     register_http(app)
     app.register_blueprint(webhook_bp)
     app.register_blueprint(webchat_bp)
+    app.register_blueprint(task_callback_bp)
     app.register_blueprint(rpc_bp)
     app.extensions["baton"] = Baton(app, settings)
     _register_cli(app)

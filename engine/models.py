@@ -132,6 +132,7 @@ class Task(db.Model):
 
     ``spiff_task_id`` ties the row to the SpiffWorkflow task it stands for. ``variables`` is what
     the task sees when it opens; ``form`` and ``buttons`` come from the BPMN element.
+    ``callback_token_hash``: hex SHA-256 of a headless task's callback token (§7); None otherwise.
     """
 
     __tablename__ = "tasks"
@@ -155,6 +156,7 @@ class Task(db.Model):
     result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     completed_at: Mapped[datetime | None]
+    callback_token_hash: Mapped[str | None] = mapped_column(String(64))
 
 
 class Channel(db.Model):

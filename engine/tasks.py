@@ -3,9 +3,31 @@
 ``sync`` runs inside the runner's save transaction, so a task row appears or closes atomically
 with the state that caused it. ``complete`` marks the row completed and enqueues the job that
 continues the instance in one transaction; of two concurrent completions exactly one wins.
+
+**Headless tasks (INTERFACE.md §7).** A human task whose element has ``crm_webhook`` gets, when its
+row opens, a fresh callback token (32 random bytes, URL-safe) and a ``task.created`` delivery to
+that URL, queued in the same save transaction (``engine.delivery``: durable, retried, in order per
+instance). Only the token's SHA-256 is kept on the row; the token itself appears only in the event
+(and so in the delivery's stored body until it is sent). ``complete_by_callback`` checks a
+presented token against the hash in constant time, then applies exactly the rules of
+``task.complete`` (one shared ``_complete``).
+
+*Signing.* The event is signed (``X-Baton-Signature``, §4.3) with the task's own callback token.
+The contract defines no per-tenant or per-task secret the CRM could know in advance, and putting one
+in the BPMN file would leak it to everyone who can read the model. What this signature proves is
+therefore limited, and we say so plainly: it proves the body was not altered in transit *relative
+to the token it carries*; it does **not** prove on its own that Baton sent it (a forger can pick a
+token and sign with it). Origin is proven on the way back: a forged event carries a token Baton
+never issued, so the CRM's callback with it is refused (401/404). A CRM should therefore accept
+``callback_url`` only under the Baton base URL it was configured with, and treat a task as real only
+once a callback (or ``task.complete``) succeeds.
 """
 from __future__ import annotations
 
+import hashlib
+import hmac
+import logging
+import secrets
 from typing import Any
 
 from SpiffWorkflow.bpmn.specs.mixins.manual_task import ManualTask
@@ -15,14 +37,20 @@ from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import func, literal_column, select, union_all, update
 from sqlalchemy.orm import aliased
 
-from engine import jobs
+from flask import current_app
+
+from engine import delivery, jobs
 from engine.db import db, is_postgres, iso, utcnow
-from engine.errors import ConflictError, InvalidParamsError, NotFoundError
+from engine.errors import ConflictError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.forms import validate_result
 from engine.models import Conversation, Instance, Task
 
+log = logging.getLogger("baton.tasks")
+
 COMPLETE_TASK = "complete_task"
 STATUSES = ("in_progress", "completed", "cancelled")
+TASK_CREATED = "task.created"
+CRM_WEBHOOK = "crm_webhook"
 
 
 def is_human(task_spec) -> bool:
@@ -48,12 +76,40 @@ def sync(tenant_id: int, instance_id: int, definition_id: int, workflow: BpmnWor
         if spiff_id in known:
             continue
         extensions = task.task_spec.extensions
-        db.session.add(Task(
+        row = Task(
             tenant_id=tenant_id, instance_id=instance_id, definition_id=definition_id,
             spiff_task_id=spiff_id, element_id=task.task_spec.bpmn_id,
             name=task.task_spec.bpmn_name, status="in_progress",
             form=extensions.get("form") or [], buttons=extensions.get("buttons") or [],
-            variables=dict(task.data)))
+            variables=dict(task.data))
+        db.session.add(row)
+        crm_webhook = ((extensions.get("properties") or {}).get(CRM_WEBHOOK) or "").strip()
+        if crm_webhook:
+            _announce(row, crm_webhook)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def callback_url(public_url: str, task_id: int) -> str:
+    return f"{public_url.rstrip('/')}/tasks/{task_id}/callback"
+
+
+def _announce(row: Task, url: str) -> None:
+    """Give a headless task its callback token and queue its ``task.created`` event (same transaction)."""
+    token = secrets.token_urlsafe(32)
+    row.callback_token_hash = hash_token(token)
+    db.session.flush()  # the row's id, for the event and the callback URL
+    payload = {"event": TASK_CREATED, "task_id": row.id, "instance_id": row.instance_id, "name": row.name,
+               "form": row.form or [], "buttons": row.buttons or [], "variables": row.variables or {},
+               "callback_url": callback_url(current_app.extensions["baton"].settings.public_url, row.id),
+               "callback_token": token}
+    try:
+        delivery.queue(row.tenant_id, url=url, payload=payload, secret=token,
+                       ordering_key=f"crm:instance:{row.instance_id}", channel_id=None, event=TASK_CREATED)
+    except ValueError as exc:  # a URL too long for the column, or variables JSON cannot carry
+        log.warning("task %s: task.created for %s not queued: %s", row.id, url, exc)
 
 
 def cancel_open(instance_id: int) -> None:
@@ -141,12 +197,47 @@ def _page_ids(conditions: list, merge: bool, *, ascending: bool, skip: int, coun
 
 
 def complete(tenant_id: int, task_id: int, result: dict[str, Any] | None) -> dict[str, Any]:
-    if result is not None and not isinstance(result, dict):
-        raise InvalidParamsError("Parameter 'result' must be an object.")
+    """``task.complete``: the tenant's task ``task_id`` completes with ``result``."""
+    _check_result_type(result)
     task = db.session.execute(
         select(Task).where(Task.tenant_id == tenant_id, Task.id == task_id)).scalar_one_or_none()
     if task is None:
         raise NotFoundError(f"Task {task_id} not found.")
+    return _complete(task, result)
+
+
+_NO_HASH = hash_token("")  # compared against when the task has no token, so every miss costs the same
+
+
+def authorize_callback(task_id: int, token: str | None) -> Task:
+    """The task a ``POST /tasks/{task_id}/callback`` may complete (checked before its body is read).
+
+    Unknown task: NotFoundError. Missing or wrong token (or a task that has none): UnauthorizedError.
+    """
+    task = db.session.get(Task, task_id)
+    if task is None:
+        raise NotFoundError(f"Task {task_id} not found.")
+    presented = hash_token(token) if token else ""
+    expected = task.callback_token_hash or _NO_HASH
+    if not token or not hmac.compare_digest(presented, expected) or task.callback_token_hash is None:
+        raise UnauthorizedError("A valid X-Callback-Token for this task is required.")
+    return task
+
+
+def complete_by_callback(task: Task, result: dict[str, Any] | None) -> dict[str, Any]:
+    """Complete an authorized task (``authorize_callback``) with exactly the rules of ``task.complete``."""
+    _check_result_type(result)
+    return _complete(task, result)
+
+
+def _check_result_type(result: Any) -> None:
+    if result is not None and not isinstance(result, dict):
+        raise InvalidParamsError("Parameter 'result' must be an object.", data={"field": "result"})
+
+
+def _complete(task: Task, result: dict[str, Any] | None) -> dict[str, Any]:
+    """The rules shared by both ways of completing: open task, valid result, running instance, one winner."""
+    task_id = task.id
     if task.status != "in_progress":
         raise ConflictError(f"Task {task_id} is {task.status}, not in_progress.")
     checked = validate_result(task.form or [], task.buttons or [], result or {})
@@ -160,7 +251,7 @@ def complete(tenant_id: int, task_id: int, result: dict[str, Any] | None) -> dic
     if not won:
         db.session.rollback()
         raise ConflictError(f"Task {task_id} was completed by another call.")
-    jobs.enqueue(tenant_id, COMPLETE_TASK, instance_id=task.instance_id,
+    jobs.enqueue(task.tenant_id, COMPLETE_TASK, instance_id=task.instance_id,
                  payload={"spiff_task_id": task.spiff_task_id, "result": checked})
     db.session.commit()
     return {"task_id": task.id, "status": "completed", "instance_id": task.instance_id}

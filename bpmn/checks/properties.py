@@ -77,6 +77,8 @@ def _check_human_task(element, properties: dict, issues: Issues) -> None:
     url = properties.get("crm_webhook")
     if url is not None and not url.strip().lower().startswith(("http://", "https://")):
         issues.add(element, f"{tag} crm_webhook '{url}' must be an http:// or https:// URL.")
+    elif url is not None and len(url.strip()) > 2000:
+        issues.add(element, f"{tag} crm_webhook must be at most 2000 characters long.")
     seen: set[str] = set()
     for field in profile.form_field_elements(element):
         field_id = field.get("id")
