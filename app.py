@@ -35,6 +35,11 @@ class Settings:
     http_retry_base_s: float = 5.0                                  # BATON_HTTP_RETRY_BASE_S
     poll_s: float = 5.0                                             # BATON_POLL_S
     delivery_retry_scale: float = 1.0                               # BATON_DELIVERY_RETRY_SCALE (tests: tiny)
+    ai_base_url: str | None = None                                  # BATON_AI_BASE_URL (unset: the built-in)
+    ai_model: str | None = None                                     # BATON_AI_MODEL
+    ai_api_key: str | None = None                                   # BATON_AI_API_KEY
+    ai_timeout_s: float = 30.0                                      # BATON_AI_TIMEOUT_S (per model call)
+    ai_retries: int = 2                                             # BATON_AI_RETRIES (the client's retries)
 
     ENV = {"database_url": "DATABASE_URL"}
 
@@ -68,9 +73,12 @@ class Baton:
         self.settings = settings
         self.sandbox = None
         self.outbound = None
+        self.ai = None
         self.pool = None
 
     def start_workers(self, threads: int | None = None):
+        from ai import build_provider
+        from engine.ai_chat import AI_TURN, AiTurnRunner
         from engine.delivery import DELIVER, DeliveryRunner
         from engine.operators import OPERATOR, OperatorRunner
         from engine.outbound import OutboundHttp
@@ -94,6 +102,10 @@ class Baton:
         handlers[OPERATOR] = OperatorRunner(self.sandbox, script_engine, specs, self.outbound,
                                             retry_base_s=settings.http_retry_base_s)
         handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale)
+        self.ai = build_provider(base_url=settings.ai_base_url, model=settings.ai_model,
+                                 api_key=settings.ai_api_key, timeout_s=settings.ai_timeout_s,
+                                 retries=settings.ai_retries)
+        handlers[AI_TURN] = AiTurnRunner(self.ai)
         self.pool = WorkerPool(self.app, handlers, threads=threads, lease_seconds=settings.job_lease_s,
                                poll_seconds=settings.poll_s)
         self.pool.start()
@@ -103,7 +115,7 @@ class Baton:
         if self.pool is not None:
             self.pool.stop()
             self.pool = None
-        for part in (self.sandbox, self.outbound):
+        for part in (self.sandbox, self.outbound, self.ai):
             if part is not None:
                 part.close()
 

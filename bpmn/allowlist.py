@@ -86,12 +86,18 @@ STRIPPED_BEFORE_SPIFF = frozenset({"dataInputAssociation", "dataOutputAssociatio
 # serviceTask ``operator`` values of the profile. Enabling one the engine has learnt to run is
 # adding it to ENABLED_OPERATORS; known but not enabled ones are refused as "not supported yet".
 KNOWN_OPERATORS = ("http", "send_message", "ai_chat")
-ENABLED_OPERATORS: frozenset[str] = frozenset({"http", "send_message"})
+ENABLED_OPERATORS: frozenset[str] = frozenset({"http", "send_message", "ai_chat"})
 
 # The http operator's properties (bpmn.checks.operators checks their values).
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 HTTP_TIMEOUT_S = (1, 60)
 HTTP_RETRIES = (0, 10)
+
+# The ai_chat operator's properties.
+AI_MAX_TURNS = (1, 1000)
+AI_MAX_KNOWLEDGE = 200_000   # characters of the knowledge text
+AI_MAX_MODEL_NAME = 200
+AI_MAX_KEYWORD = 100
 
 # startEvent ``trigger`` values -> whether the start event also needs a ``channel`` property.
 # A top-level timer start event needs no trigger: its timer is its trigger ('timer').

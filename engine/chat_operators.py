@@ -27,6 +27,7 @@ from engine.models import Channel, Conversation, Message
 
 CHAT_MESSAGE = "chat_message"  # the job of a customer message for an instance; also the BPMN message name
 SEND_MESSAGE = "send_message"
+AI_CHAT = "ai_chat"  # engine.ai_chat runs it; here only so an advance knows to read the conversation
 MAX_TEXT = 10_000
 MAX_MESSAGES_PER_ADVANCE = 100
 
@@ -46,7 +47,8 @@ def active_conversation(instance_id: int) -> ActiveConversation | None:
     return ActiveConversation(*row) if row is not None else None
 
 
-def record_outgoing(conversation: ActiveConversation, text: str, author: str) -> Message:
+def record_outgoing(conversation: ActiveConversation, text: str, author: str,
+                    reply_to: int | None = None) -> Message:
     """Store an outgoing message and queue its delivery to the channel's webhook, in the caller's
     transaction; the conversation's row is locked first (its ``last_message_at`` is updated)."""
     now = utcnow()
@@ -62,7 +64,7 @@ def record_outgoing(conversation: ActiveConversation, text: str, author: str) ->
     if queued.id is None:
         db.session.flush()
     message = Message(tenant_id=conversation.tenant_id, conversation_id=conversation.id, direction="out",
-                      author=author, text=text, delivery_id=queued.id, created_at=now)
+                      author=author, text=text, delivery_id=queued.id, reply_to_id=reply_to, created_at=now)
     db.session.add(message)
     db.session.flush()
     return message
@@ -86,10 +88,19 @@ def is_send_message(task_spec) -> bool:
     return bool(task_spec.manual) and task_spec.extensions.get("operator") == SEND_MESSAGE
 
 
-def sends_messages(specs: tuple) -> bool:
-    """Whether a process can send at all (else an advance reads no conversation)."""
+def _operators_used(specs: tuple) -> frozenset[str]:
     spec, subprocess_specs = specs
-    return any(is_send_message(ts) for s in (spec, *subprocess_specs.values()) for ts in s.task_specs.values())
+    return frozenset(ts.extensions.get("operator") for s in (spec, *subprocess_specs.values())
+                     for ts in s.task_specs.values() if ts.manual and getattr(ts, "extensions", None))
+
+
+def talks(specs: tuple) -> bool:
+    """Whether a process can talk to a customer at all (else an advance reads no conversation)."""
+    return bool(_operators_used(specs) & {SEND_MESSAGE, AI_CHAT})
+
+
+def has_ai_steps(specs: tuple) -> bool:
+    return AI_CHAT in _operators_used(specs)
 
 
 @dataclass
@@ -98,14 +109,16 @@ class Outbox:
 
     sandbox: object
     conversation: ActiveConversation | None
+    has_ai_steps: bool = False
     texts: list[str] = field(default_factory=list)
+    dialogs: dict = field(default_factory=dict)  # ready ai_chat steps (engine.ai_chat.ready_dialogs)
 
     @classmethod
     def for_instance(cls, instance_id: int, specs: tuple, sandbox) -> "Outbox | None":
-        """Inside the load transaction; None when the process has no send_message task."""
-        if not sends_messages(specs):
+        """Inside the load transaction; None when the process has no send_message or ai_chat task."""
+        if not talks(specs):
             return None
-        return cls(sandbox, active_conversation(instance_id))
+        return cls(sandbox, active_conversation(instance_id), has_ai_steps(specs))
 
     def run_ready(self, workflow) -> bool:
         """Send and complete every READY send_message task; False when there was none."""

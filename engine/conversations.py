@@ -2,9 +2,10 @@
 the lists of active conversations and of a conversation's messages.
 
 An arriving message (``accept``) is stored and acted on in ONE transaction: with an active
-conversation for its chat, a ``chat_message`` job of the conversation's instance carries it to
-the runner (which hands it to a waiting ``chat_message`` catch event or receive task, or leaves it
-only stored); without one, the latest definition bound to the channel starts and the conversation
+conversation for its chat, it goes to the conversation's open AI chat step (an ``ai_turn`` job,
+``engine.ai_chat``), else a ``chat_message`` job of the conversation's instance carries it to the
+runner (which hands it to a waiting AI step that has just opened, a ``chat_message`` catch event
+or receive task, or leaves it only stored); without one, the latest definition bound to the channel starts and the conversation
 opens with it. The conversation row is locked first, so the messages of one chat get their ids,
 their jobs and their commits in one order, and the instance's jobs run in that order.
 """
@@ -15,7 +16,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from engine import channels, chat_operators, instances, jobs
+from engine import ai_chat, channels, chat_operators, instances, jobs
 from engine.db import db, iso, utcnow
 from engine.errors import ConflictError, ForbiddenError, NotFoundError
 from engine.models import Channel, Conversation, Delivery, Instance, Message
@@ -72,18 +73,22 @@ def _route_or_start(channel: Channel, chat_id: str, text: str, user_id: str | No
             conversation.status, conversation.closed_at = "closed", now
             db.session.flush()
             conversation = None
-    if conversation is None:
+    opened = conversation is None
+    if opened:
         conversation = _open(channel, chat_id, text, user_id, username, now)
     else:
         conversation.last_message_at = now
         conversation.external_user_id = user_id or conversation.external_user_id
         conversation.external_username = username or conversation.external_username
-        jobs.enqueue(channel.tenant_id, chat_operators.CHAT_MESSAGE, instance_id=conversation.instance_id,
-                     payload={"variables": _variables(channel, conversation, text)})
     message = Message(tenant_id=channel.tenant_id, conversation_id=conversation.id, direction="in",
                       author="customer", text=text, created_at=now)
     db.session.add(message)
     db.session.flush()
+    if not opened:
+        variables = _variables(channel, conversation, text)
+        if not ai_chat.route_message(channel.tenant_id, conversation.id, message.id, variables):
+            jobs.enqueue(channel.tenant_id, chat_operators.CHAT_MESSAGE, instance_id=conversation.instance_id,
+                         payload={"variables": variables})
     return {"accepted": True, "binding_id": conversation.id, "instance_id": conversation.instance_id,
             "message_id": message.id}
 

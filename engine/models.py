@@ -211,7 +211,41 @@ class Message(db.Model):
     author: Mapped[str] = mapped_column(String(16))
     text: Mapped[str] = mapped_column(Text)
     delivery_id: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
+    # an AI answer: the newest customer message it answered (its place in the model's history)
+    reply_to_id: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class AiDialog(db.Model):
+    """The state of one waiting ``ai_chat`` step: its settings (prompt rendered when it opened),
+    the customer messages it has answered, and which turn job is talking to the model.
+
+    Kept beside the instance, not in it: a turn changes this row and the transcript, never the
+    process state, so a long chat neither grows the task tree nor takes the instance's lock.
+    """
+
+    __tablename__ = "ai_dialogs"
+    __table_args__ = (UniqueConstraint("instance_id", "spiff_task_id"),
+                      Index("ix_ai_dialogs_conversation_status", "conversation_id", "status"))
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id"))
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id"))
+    spiff_task_id: Mapped[str] = mapped_column(String(36))
+    element_id: Mapped[str] = mapped_column(String(255))
+    status: Mapped[str] = mapped_column(String(16), default="active")  # active, done, ended
+    system_prompt: Mapped[str] = mapped_column(Text, default="")
+    knowledge: Mapped[str] = mapped_column(Text, default="")
+    model: Mapped[str | None] = mapped_column(String(200))
+    max_turns: Mapped[int] = mapped_column(Integer)
+    handoff_keywords: Mapped[list[str]] = mapped_column(JSON, default=list)
+    turns: Mapped[int] = mapped_column(Integer, default=0)
+    answered_through: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), default=0)
+    last_answer: Mapped[str | None] = mapped_column(Text)
+    busy_job_id: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
+    busy_until: Mapped[datetime | None]
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    ended_at: Mapped[datetime | None]
 
 
 class Delivery(db.Model):

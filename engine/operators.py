@@ -27,7 +27,8 @@ log = logging.getLogger("baton.operators")
 
 OPERATOR, OPERATOR_RESULT = "operator", "operator_result"
 # Operators that call nobody run inside the advance (engine.chat_operators), never in a job.
-INLINE_OPERATORS = frozenset({"send_message"})
+# ai_chat is neither: its dialog (engine.ai_chat) calls the model in its own jobs.
+INLINE_OPERATORS = frozenset({"send_message", "ai_chat"})
 DISPATCHED, FAILED = "baton_dispatched", "baton_failed"
 DEFAULT_RETRIES = 3
 RETRYABLE_STATUSES = frozenset({408, 425, 429, 500, 502, 503, 504})

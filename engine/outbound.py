@@ -1,7 +1,8 @@
 """Outbound HTTP with an SSRF guard: the one way Baton calls other servers.
 
-Every outbound call (web-chat delivery, messenger APIs, AI servers, HTTP tasks) goes through
-``OutboundHttp.request``. Unless the operator allows private addresses (``BATON_ALLOW_PRIVATE_URLS``):
+Every outbound call to an address that comes from a tenant (web-chat delivery, HTTP tasks, headless
+tasks' CRM webhooks) goes through ``OutboundHttp.request``. (The AI model endpoint is the operator's
+own configuration, ``BATON_AI_BASE_URL``, and is called by the ``openai`` client in ``ai/``.) Unless the operator allows private addresses (``BATON_ALLOW_PRIVATE_URLS``):
 
 * ``check_url`` (no DNS) refuses anything but ``http``/``https`` URLs with a plain host and a sane
   port: no user info, no ``localhost``-style names, no IP literal (in any notation) that is not public.

@@ -20,7 +20,7 @@ from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import bindparam, delete, select, update
 
 from bpmn import message_event
-from engine import chat_operators, jobs, operators, store, tasks
+from engine import ai_chat, chat_operators, jobs, operators, store, tasks
 from engine.db import db, utcnow
 from engine.errors import CallActivityError, OperatorError, ScriptError
 from engine.models import Instance, Job
@@ -79,6 +79,7 @@ class Runner:
             RETRY: self._apply_retry,
             operators.OPERATOR_RESULT: self._apply_operator_result,
             chat_operators.CHAT_MESSAGE: self._apply_chat_message,
+            ai_chat.AI_RESULT: self._apply_ai_result,
         }
 
     @property
@@ -104,6 +105,9 @@ class Runner:
         if not self._save(job, worker_id, row, outcome, pinned):
             return
         chat_operators.settle(job.instance_id, outcome.status, outbox, specs)
+        if outbox is not None and outbox.has_ai_steps:
+            ai_chat.sync(row.tenant_id, job.instance_id, outbox.conversation and outbox.conversation.id,
+                         outbox.dialogs if outcome.status == "running" else {})
         if _has_human_tasks(specs):
             tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
                        outcome.workflow if outcome.status == "running" else None)
@@ -190,12 +194,23 @@ class Runner:
         return workflow
 
     def _apply_chat_message(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow | None:
-        """A customer's message: to a waiting catch event or receive task named ``chat_message``
-        (its variables merged in); when nothing waits for one, the message stays only stored."""
+        """A customer's message: to a waiting AI chat step first (its dialog answers it: ``ai_chat.sync``
+        starts the turn in the save transaction); else to a waiting catch event or receive task
+        named ``chat_message`` (its variables merged in); else the message stays only stored."""
+        if any(ai_chat.is_ai_chat(task.task_spec) for task in workflow.get_tasks(state=TaskState.READY)):
+            return workflow
         try:
             workflow.send_event(message_event(chat_operators.CHAT_MESSAGE, payload.get("variables") or {}))
         except WorkflowException:
             pass
+        return workflow
+
+    def _apply_ai_result(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow | None:
+        """The AI chat step ended (handoff, keyword, max_turns, error): its variables, then on."""
+        task = _find_task(workflow, payload["spiff_task_id"])
+        if task is not None and task.state == TaskState.READY and ai_chat.is_ai_chat(task.task_spec):
+            task.data.update(payload.get("variables") or {})
+            task.run()
         return workflow
 
     def _apply_retry(self, workflow: BpmnWorkflow | None, payload: dict) -> BpmnWorkflow:
@@ -255,6 +270,8 @@ class Runner:
             workflow.do_engine_steps(will_complete_task=guard)
             while outbox is not None and outbox.run_ready(workflow):
                 workflow.do_engine_steps(will_complete_task=guard)
+            if outbox is not None and outbox.has_ai_steps:
+                outbox.dialogs = ai_chat.ready_dialogs(workflow, outbox.conversation, outbox.sandbox)
             error = _uncaught_error(workflow)
         except GuardrailError as exc:
             task = exc.data.pop("task")

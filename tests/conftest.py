@@ -7,6 +7,7 @@ import uuid
 import pytest
 
 from tests.harness import BatonServer, create_postgres_database, drop_postgres_database
+from tests.receiver import Receiver
 
 BACKENDS = ["sqlite", "postgresql"]
 
@@ -66,3 +67,11 @@ def other_api(server, other_tenant_key):
 @pytest.fixture
 def unique_code() -> str:
     return f"proc-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def receiver():
+    """A real local HTTP receiver (webhook target) that answers 200; stopped after the test."""
+    started = Receiver().start()
+    yield started
+    started.stop()

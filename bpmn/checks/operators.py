@@ -6,13 +6,20 @@ PUT, PATCH, DELETE, HEAD; default POST with a body, else GET), ``body`` (a templ
 (seconds, 1 to 60) and ``retries`` (0 to 10). Deploy never fetches the URL.
 
 ``send_message``: ``text`` (a template, required; sent to the instance's conversation).
+
+``ai_chat``: ``prompt`` (a template: the system prompt), ``knowledge`` (text, at most 200,000
+characters), ``model`` (a model name at the configured endpoint, or ``builtin``), ``max_turns``
+(1 to 1000, default 20) and ``handoff_keywords`` (words or phrases separated by commas).
 """
 from __future__ import annotations
 
 import json
 from urllib.parse import urlsplit
 
-from bpmn.allowlist import HTTP_METHODS, HTTP_RETRIES, HTTP_TIMEOUT_S
+from lxml import etree
+
+from bpmn.allowlist import (AI_MAX_KEYWORD, AI_MAX_KNOWLEDGE, AI_MAX_MODEL_NAME, AI_MAX_TURNS, HTTP_METHODS,
+                            HTTP_RETRIES, HTTP_TIMEOUT_S)
 from bpmn.issues import Issues
 from bpmn.profile import property_elements
 from engine.sandbox import check_template
@@ -59,6 +66,34 @@ def check_send_message(element, properties: dict[str, str], issues: Issues) -> N
         refuse("text", "needs a 'text' property (the message, a template such as 'Hello {{ name }}').")
     else:
         _check_template(text, "text", refuse)
+
+
+def check_ai_chat(element, properties: dict[str, str], issues: Issues) -> None:
+    at = {prop.get("name"): prop for prop in property_elements(element)}
+
+    def refuse(name: str, message: str) -> None:
+        issues.add(element, f"serviceTask (ai_chat) {message}", at=at.get(name))
+
+    if any(etree.QName(child).localname.endswith("LoopCharacteristics") for child in element
+           if isinstance(child.tag, str)):
+        refuse("operator", "cannot loop: one ai_chat step holds the whole dialog.")
+    if properties.get("prompt"):
+        _check_template(properties["prompt"], "prompt", refuse)
+    knowledge = properties.get("knowledge") or ""
+    if len(knowledge) > AI_MAX_KNOWLEDGE:
+        refuse("knowledge", f"knowledge is {len(knowledge)} characters long; at most {AI_MAX_KNOWLEDGE} are allowed.")
+    model = properties.get("model")
+    if model is not None and (not model.strip() or len(model.strip()) > AI_MAX_MODEL_NAME
+                              or any(c.isspace() for c in model.strip())):
+        refuse("model", f"model must be a model name without spaces, at most {AI_MAX_MODEL_NAME} characters "
+                        "(or 'builtin').")
+    _check_number(properties, "max_turns", AI_MAX_TURNS, int, refuse)
+    raw = properties.get("handoff_keywords")
+    if raw is not None:
+        keywords = [k.strip() for k in raw.split(",")]
+        if not all(keywords) or any(len(k) > AI_MAX_KEYWORD for k in keywords):
+            refuse("handoff_keywords", f"handoff_keywords '{raw[:200]}' must be words or phrases (at most "
+                                       f"{AI_MAX_KEYWORD} characters each) separated by commas.")
 
 
 def _is_http_url(url: str) -> bool:

@@ -7,7 +7,7 @@ from bpmn import profile
 from bpmn import allowlist
 from bpmn.allowlist import KNOWN_OPERATORS, TRIGGERS
 from bpmn.checks.elements import content
-from bpmn.checks.operators import check_http, check_send_message
+from bpmn.checks.operators import check_ai_chat, check_http, check_send_message
 from bpmn.issues import Issues, local_name
 
 _OPERATOR_LIST = ", ".join(KNOWN_OPERATORS[:-1]) + f" or {KNOWN_OPERATORS[-1]}"
@@ -65,6 +65,8 @@ def _check_service_task(element, properties: dict, issues: Issues) -> None:
         check_http(element, properties, issues)
     elif operator == "send_message":
         check_send_message(element, properties, issues)
+    elif operator == "ai_chat":
+        check_ai_chat(element, properties, issues)
 
 
 def _check_human_task(element, properties: dict, issues: Issues) -> None:

@@ -76,13 +76,6 @@ def crash_database(backend, tmp_path_factory):
         drop_postgres_database(url)
 
 
-@pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.stop()
-
-
 def expected_text(chat_id: str) -> str:
     return f"Answer to {chat_id}: question of {chat_id}"
 

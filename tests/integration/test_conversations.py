@@ -12,20 +12,13 @@ import pytest
 from tests.harness import RpcError, bpmn
 from tests.integration.test_webchat import (NOWHERE, accepted, conversations_on, create_channel, deploy_chat,
                                             eventually, post_message)
-from tests.receiver import Answer, Receiver
+from tests.receiver import Answer
 
 SECRET = "webhook-secret-0123456789"
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 CHANNEL_FIELDS = {"config_id", "type", "name", "webhook_url", "has_secret", "enabled", "created_at"}
 CONVERSATION_FIELDS = {"binding_id", "channel", "config_id", "chat_id", "external_user_id", "external_username",
                        "instance_id", "started_at", "last_message_at"}
-
-
-@pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.stop()
 
 
 @pytest.fixture

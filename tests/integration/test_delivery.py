@@ -21,7 +21,6 @@ from engine import auth, delivery
 from engine.db import db, utcnow
 from engine.models import Channel
 from tests.harness import RpcError
-from tests.receiver import Receiver
 
 ITEM_KEYS = {"delivery_id", "delivery_uid", "channel_id", "event", "url", "status", "attempts", "last_status",
              "last_error", "created_at", "next_attempt_at", "sent_at"}
@@ -40,13 +39,6 @@ def local(database_url):
 def tenant_id(local, admin_key) -> int:
     with local.app_context():
         return auth.authenticate(admin_key).tenant_id
-
-
-@pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.stop()
 
 
 def queue(local, tenant_id: int, url: str, text: str, *, secret: str | None = None,

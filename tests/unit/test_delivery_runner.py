@@ -65,13 +65,6 @@ def key() -> str:
 
 
 @pytest.fixture
-def receiver():
-    started = Receiver().start()
-    yield started
-    started.stop()
-
-
-@pytest.fixture
 def make_runner():
     clients = []
 

@@ -1,4 +1,5 @@
-"""engine/ and bpmn/ are the lower layers: they never import rpc/, channels/ or flask.request."""
+"""engine/ and bpmn/ are the lower layers: they never import rpc/, channels/ or flask.request.
+ai/ (the model providers) is a leaf: it imports none of Baton's other packages, nor Flask or SQLAlchemy."""
 from __future__ import annotations
 
 import ast
@@ -35,3 +36,19 @@ def test_lower_layers_import_no_upper_layer(path):
         assert top not in FORBIDDEN_PACKAGES, f"{path.name} imports {module}"
         assert module != "flask.request" and not (module == "flask" and "request" in names), \
             f"{path.name} imports flask.request"
+
+
+def ai_files() -> list[Path]:
+    return sorted((ROOT / "ai").rglob("*.py"))
+
+
+def test_there_are_ai_files_to_check():
+    assert len(ai_files()) >= 3
+
+
+@pytest.mark.parametrize("path", ai_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_ai_package_is_a_leaf(path):
+    for module, _names in imports_of(path):
+        top = module.split(".")[0]
+        assert top not in ("engine", "bpmn", "rpc", "channels", "flask", "sqlalchemy", "app"), \
+            f"{path.name} imports {module}"
