@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import click
@@ -27,6 +27,7 @@ class Settings:
     database_url: str = f"sqlite:///{ROOT / 'instance' / 'baton.db'}"  # DATABASE_URL
     public_url: str = "http://127.0.0.1:5000"                       # BATON_PUBLIC_URL
     workers: int = 2                                                # BATON_WORKERS
+    call_threads: int = 8                                           # BATON_CALL_THREADS (outbound calls)
     allow_private_urls: bool = False                                # BATON_ALLOW_PRIVATE_URLS
     max_body_bytes: int = 1_048_576                                 # BATON_MAX_BODY_BYTES
     script_timeout_s: float = 5.0                                   # BATON_SCRIPT_TIMEOUT_S
@@ -75,11 +76,13 @@ class Baton:
         self.outbound = None
         self.ai = None
         self.pool = None
+        self.call_pool = None
 
     def start_workers(self, threads: int | None = None):
         from ai import build_provider
         from engine.ai_chat import AI_TURN, AiTurnRunner
         from engine.delivery import DELIVER, DeliveryRunner
+        from engine.jobs import KindFilter
         from engine.operators import OPERATOR, OperatorRunner
         from engine.outbound import OutboundHttp
         from engine.runner import Runner
@@ -106,15 +109,25 @@ class Baton:
                                  api_key=settings.ai_api_key, timeout_s=settings.ai_timeout_s,
                                  retries=settings.ai_retries)
         handlers[AI_TURN] = AiTurnRunner(self.ai)
+        # Jobs that wait on another server get their own threads: a slow model or receiver must not
+        # hold up the engine (timers, starts, other chats), nor need a sandbox process per thread.
+        calls = KindFilter(frozenset({OPERATOR, AI_TURN, DELIVER}), include=True)
+        split = settings.call_threads > 0
         self.pool = WorkerPool(self.app, handlers, threads=threads, lease_seconds=settings.job_lease_s,
-                               poll_seconds=settings.poll_s)
+                               poll_seconds=settings.poll_s, kinds=replace(calls, include=False) if split else None)
         self.pool.start()
+        if split:
+            self.call_pool = WorkerPool(self.app, handlers, threads=settings.call_threads, kinds=calls, name="call",
+                                        lease_seconds=settings.job_lease_s, poll_seconds=settings.poll_s,
+                                        claim_batch=1)  # a batch would wait for each slow call in turn
+            self.call_pool.start()
         return self.pool
 
     def stop(self) -> None:
-        if self.pool is not None:
-            self.pool.stop()
-            self.pool = None
+        for pool in (self.call_pool, self.pool):
+            if pool is not None:
+                pool.stop()
+        self.pool = self.call_pool = None
         for part in (self.sandbox, self.outbound, self.ai):
             if part is not None:
                 part.close()

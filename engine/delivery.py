@@ -401,4 +401,4 @@ def _wake(tenant_id: int, delivery_id: int, now: datetime, new_round: dict[str, 
         values["payload"] = {**job.payload, **new_round}
     db.session.execute(update(Job).where(Job.id == job.id, or_(Job.locked_until.is_(None), Job.locked_until < now))
                        .values(**values).execution_options(synchronize_session=False))
-    jobs.notify_on_commit()  # moving a parked job's run_at must wake the workers too
+    jobs.notify_on_commit(DELIVER)  # moving a parked job's run_at must wake the workers too

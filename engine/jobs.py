@@ -10,6 +10,7 @@ its effect (``finish``); a killed worker's lease runs out and the job is claimed
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Callable
@@ -25,6 +26,21 @@ _wakers: list[Callable[[], None]] = []
 
 
 @dataclass(frozen=True)
+class KindFilter:
+    """Which job kinds a worker pool runs: only ``names`` (``include``), or every other kind."""
+
+    names: frozenset[str]
+    include: bool
+
+    def condition(self, column):
+        names = sorted(self.names)
+        return column.in_(names) if self.include else column.not_in(names)
+
+    def runs(self, kind: str | None) -> bool:
+        return kind is None or (kind in self.names) == self.include
+
+
+@dataclass(frozen=True)
 class ClaimedJob:
     id: int
     tenant_id: int
@@ -34,12 +50,13 @@ class ClaimedJob:
     attempts: int
 
 
-def add_waker(waker: Callable[[], None]) -> None:
-    """Called after every commit that enqueued a ready job (the in-process workers' wake-up)."""
+def add_waker(waker: Callable[[Counter], None]) -> None:
+    """Called after every commit that enqueued a ready job (the in-process workers' wake-up), with
+    how many jobs of each kind it made ready (kind None: some job of an unknown kind)."""
     _wakers.append(waker)
 
 
-def remove_waker(waker: Callable[[], None]) -> None:
+def remove_waker(waker: Callable[[Counter], None]) -> None:
     if waker in _wakers:
         _wakers.remove(waker)
 
@@ -53,28 +70,30 @@ def enqueue(tenant_id: int, kind: str, *, instance_id: int | None = None,
     db.session.connection().execute(_INSERT, {
         "tenant_id": tenant_id, "instance_id": instance_id, "kind": kind, "payload": payload or {},
         "run_at": run_at or utcnow()})
-    notify_on_commit()
+    notify_on_commit(kind)
 
 
 _INSERT = insert(Job.__table__).values(
     {name: bindparam(name) for name in ("tenant_id", "instance_id", "kind", "payload", "run_at")})
 
 
-def notify_on_commit() -> None:
-    """Wake workers when the current transaction commits: here directly, elsewhere by NOTIFY."""
-    session_info = db.session.info
-    if not session_info.get("baton_notify"):
-        session_info["baton_notify"] = True
-        if is_postgres():
-            # Delivered by PostgreSQL at commit, to every LISTENing worker process.
-            db.session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": NOTIFY_CHANNEL})
+def notify_on_commit(kind: str | None = None) -> None:
+    """Wake workers when the current transaction commits: here directly, elsewhere by NOTIFY.
+    ``kind``: the kind of job made ready (None: unknown), so only pools that run it wake up."""
+    ready = db.session.info.setdefault("baton_notify", Counter())
+    if kind not in ready and is_postgres():
+        # Delivered by PostgreSQL at commit, to every LISTENing worker process; the payload is the
+        # kind, so a pool wakes only for its own kinds.
+        db.session.execute(text("SELECT pg_notify(:channel, :kind)"), {"channel": NOTIFY_CHANNEL, "kind": kind or ""})
+    ready[kind] += 1
 
 
 @event.listens_for(Session, "after_commit")
 def _wake_after_commit(session):
-    if session.info.pop("baton_notify", False):
+    ready = session.info.pop("baton_notify", None)
+    if ready:
         for waker in list(_wakers):
-            waker()
+            waker(ready)
 
 
 @event.listens_for(Session, "after_rollback")
@@ -86,7 +105,7 @@ _jobs = Job.__table__  # the hot path's statements are Core, on the table: no OR
 
 
 @functools.lru_cache(maxsize=None)
-def _claim_statements(postgres: bool, returning: bool, limit: int):
+def _claim_statements(postgres: bool, returning: bool, limit: int, kinds: KindFilter | None):
     """The claim's statements, built once: building and cache-keying them on every call, and
     running them through the ORM, cost more CPU than the database spends executing them."""
     now = bindparam("now")
@@ -102,6 +121,8 @@ def _claim_statements(postgres: bool, returning: bool, limit: int):
             .where(_jobs.c.run_at <= now,
                    or_(_jobs.c.locked_until.is_(None), _jobs.c.locked_until < now), ~blocked)
             .order_by(_jobs.c.run_at, _jobs.c.id).limit(limit))
+    if kinds is not None:
+        pick = pick.where(kinds.condition(_jobs.c.kind))
     if postgres:
         pick = pick.with_for_update(skip_locked=True, of=_jobs)
     ids = bindparam("ids", expanding=True)
@@ -115,14 +136,15 @@ def _claim_statements(postgres: bool, returning: bool, limit: int):
     return pick, lease, select(*columns).where(_jobs.c.id.in_(ids))
 
 
-def claim(worker_id: str, lease_seconds: float, limit: int = 1) -> list[ClaimedJob]:
-    """Lease up to ``limit`` ready jobs to ``worker_id`` and commit the lease.
+def claim(worker_id: str, lease_seconds: float, limit: int = 1, kinds: KindFilter | None = None) -> list[ClaimedJob]:
+    """Lease up to ``limit`` ready jobs (of ``kinds``, default any) to ``worker_id`` and commit the lease.
 
     Oldest due first, at most one job per instance (a leased job holds back its instance's others).
     """
     now = utcnow()
     dialect = db.engine.dialect
-    pick, lease, read = _claim_statements(dialect.name == "postgresql", bool(dialect.update_returning), limit)
+    pick, lease, read = _claim_statements(dialect.name == "postgresql", bool(dialect.update_returning), limit,
+                                          kinds)
     try:
         connection = db.session.connection()
         ids = list(connection.execute(pick, {"now": now}).scalars())
@@ -143,7 +165,7 @@ def claim(worker_id: str, lease_seconds: float, limit: int = 1) -> list[ClaimedJ
 
 
 _finish = delete(_jobs).where(_jobs.c.id == bindparam("id"), _jobs.c.locked_by == bindparam("worker_id"))
-_next_of_instance = (select(_jobs.c.id)
+_next_of_instance = (select(_jobs.c.kind)
                      .where(_jobs.c.instance_id == bindparam("instance_id"), _jobs.c.run_at <= bindparam("now"))
                      .limit(1))
 
@@ -157,9 +179,10 @@ def finish(job: ClaimedJob, worker_id: str) -> bool:
     connection = db.session.connection()
     if connection.execute(_finish, {"id": job.id, "worker_id": worker_id}).rowcount != 1:
         return False
-    if job.instance_id is not None and connection.execute(
-            _next_of_instance, {"instance_id": job.instance_id, "now": utcnow()}).first():
-        notify_on_commit()
+    if job.instance_id is not None:
+        next_kind = connection.execute(_next_of_instance, {"instance_id": job.instance_id, "now": utcnow()}).scalar()
+        if next_kind is not None:
+            notify_on_commit(next_kind)
     return True
 
 
@@ -185,8 +208,8 @@ def release(job: ClaimedJob, worker_id: str, *, delay_seconds: float = 0.0, erro
     db.session.commit()
 
 
-def next_run_at() -> datetime | None:
-    """When a worker that found nothing to claim should look again.
+def next_run_at(kinds: KindFilter | None = None) -> datetime | None:
+    """When a worker (running ``kinds``, default any) that found nothing to claim should look again.
 
     The earliest due time of a job that nothing holds back, or the earliest end of a lease (a dead
     worker's job becomes claimable then). A job held back by a live lease of its instance is not
@@ -195,10 +218,12 @@ def next_run_at() -> datetime | None:
     now = utcnow()
     other = aliased(Job)
     held = exists().where(other.instance_id == Job.instance_id, other.id != Job.id, other.locked_until >= now)
+    of_kinds = [kinds.condition(Job.kind)] if kinds is not None else []
     next_due = db.session.execute(
-        select(func.min(Job.run_at)).where(or_(Job.locked_until.is_(None), Job.locked_until < now), ~held)
+        select(func.min(Job.run_at)).where(or_(Job.locked_until.is_(None), Job.locked_until < now), ~held,
+                                           *of_kinds)
     ).scalar_one_or_none()
     next_lease_end = db.session.execute(
-        select(func.min(Job.locked_until)).where(Job.locked_until >= now)).scalar_one_or_none()
+        select(func.min(Job.locked_until)).where(Job.locked_until >= now, *of_kinds)).scalar_one_or_none()
     db.session.rollback()
     return min((t for t in (next_due, next_lease_end) if t is not None), default=None)

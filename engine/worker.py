@@ -4,6 +4,10 @@ Workers sleep until woken: directly after a local commit that enqueued jobs (emb
 polling delay), by PostgreSQL NOTIFY from other processes, or when the next delayed job is due.
 A job whose handler raises is tried again with a growing delay; after ``max_attempts`` its
 handler's ``give_up`` ends it (an instance is then failed with a generic message).
+
+A process runs two pools (``app.Baton.start_workers``): engine threads for the kinds that advance
+instances (CPU, the script sandbox) and call threads for the kinds that wait on other servers
+(HTTP tasks, AI turns, deliveries), so a slow model or receiver never holds up the engine.
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import os
 import socket
 import threading
 import time
+from collections import Counter
 from datetime import datetime
 from typing import Protocol
 
@@ -32,8 +37,11 @@ class WorkerPool:
     CLAIM_BATCH = 4
 
     def __init__(self, app, handlers: dict[str, JobHandler], *, threads: int, lease_seconds: float,
-                 poll_seconds: float, max_attempts: int = 5, claim_batch: int = CLAIM_BATCH):
+                 poll_seconds: float, max_attempts: int = 5, claim_batch: int = CLAIM_BATCH,
+                 kinds: jobs.KindFilter | None = None, name: str = "worker"):
         self.app = app
+        self.kinds = kinds
+        self.pool_name = name
         self.claim_batch = max(1, claim_batch)
         self.handlers = handlers
         self.threads = threads
@@ -44,18 +52,18 @@ class WorkerPool:
         self._cond = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._name = f"{socket.gethostname()}:{os.getpid()}"
+        self._name = f"{socket.gethostname()[:40]}:{os.getpid()}"  # worker ids fit jobs.locked_by (64)
 
     def start(self) -> None:
         jobs.add_waker(self.wake)
         for index in range(self.threads):
-            thread = threading.Thread(target=self._loop, args=(f"{self._name}:{index}",),
-                                      name=f"baton-worker-{index}", daemon=True)
+            thread = threading.Thread(target=self._loop, args=(f"{self._name}:{self.pool_name[0]}{index}",),
+                                      name=f"baton-{self.pool_name}-{index}", daemon=True)
             thread.start()
             self._threads.append(thread)
         with self.app.app_context():
             if is_postgres():
-                threading.Thread(target=self._listen, name="baton-listen", daemon=True).start()
+                threading.Thread(target=self._listen, name=f"baton-listen-{self.pool_name}", daemon=True).start()
 
     def stop(self, timeout: float = 10.0) -> None:
         jobs.remove_waker(self.wake)
@@ -64,10 +72,20 @@ class WorkerPool:
         for thread in self._threads:
             thread.join(timeout)
 
-    def wake(self) -> None:
+    def wake(self, ready: Counter | None = None) -> None:
+        """Wake threads for ``ready`` jobs (per kind; None: wake every thread). A pool that claims
+        one job at a time wakes one thread per job of its kinds; a batch-claiming pool wakes them all
+        (the first awake takes a batch, the others find what is left)."""
+        if ready is not None:
+            count = sum(n for kind, n in ready.items() if self.kinds is None or self.kinds.runs(kind))
+            if not count:
+                return
         with self._cond:
             self._signal += 1
-            self._cond.notify_all()
+            if ready is not None and self.claim_batch == 1:
+                self._cond.notify(count)
+            else:
+                self._cond.notify_all()
 
     def join(self) -> None:
         """Block until stopped (the ``flask worker`` command's main thread)."""
@@ -79,7 +97,7 @@ class WorkerPool:
             while not self._stopping.is_set():
                 seen = self._signal
                 try:
-                    claimed = jobs.claim(worker_id, self.lease_seconds, limit=self.claim_batch)
+                    claimed = jobs.claim(worker_id, self.lease_seconds, limit=self.claim_batch, kinds=self.kinds)
                 except Exception:  # database unreachable or locked for long: wait, then go on
                     log.exception("claiming jobs failed")
                     db.session.rollback()
@@ -127,7 +145,7 @@ class WorkerPool:
 
     def _idle_seconds(self) -> float:
         try:
-            due: datetime | None = jobs.next_run_at()
+            due: datetime | None = jobs.next_run_at(self.kinds)
         except Exception:
             db.session.rollback()
             return self.poll_seconds
@@ -151,8 +169,8 @@ class WorkerPool:
                 with psycopg.connect(dsn, autocommit=True) as conn:
                     conn.execute(f"LISTEN {jobs.NOTIFY_CHANNEL}")
                     while not self._stopping.is_set():
-                        for _ in conn.notifies(timeout=1.0, stop_after=1):
-                            self.wake()
+                        for notice in conn.notifies(timeout=1.0, stop_after=1):
+                            self.wake(Counter({notice.payload or None: 1}))
             except Exception:
                 log.warning("LISTEN connection lost; reconnecting", exc_info=True)
                 time.sleep(1.0)

@@ -70,8 +70,8 @@ class Chat:
         self.chat_id = f"chat-{uuid.uuid4().hex[:8]}"
         self.instance_id = self.binding_id = None
 
-    def deploy(self, max_turns: int = 10, model: str | None = None) -> dict:
-        xml = (bpmn("chat_ai.bpmn").replace("__CHANNEL__", str(self.channel["config_id"]))
+    def deploy(self, max_turns: int = 10, model: str | None = None, fixture: str = "chat_ai.bpmn") -> dict:
+        xml = (bpmn(fixture).replace("__CHANNEL__", str(self.channel["config_id"]))
                .replace("__MAX_TURNS__", str(max_turns))
                .replace("__MODEL__", f'<camunda:property name="model" value="{model}" />' if model else ""))
         return self.api.deploy(xml, code=f"ai-{uuid.uuid4().hex[:8]}")
@@ -236,6 +236,25 @@ def test_messages_that_arrive_during_a_slow_answer_are_answered_next_in_order(ch
             or [m["author"] for m in chat.messages()] == ["customer", "ai", "customer", "customer", "ai"])
 
 
+def test_slow_model_calls_do_not_hold_up_other_chats(ai_server, ai_api, receiver, model):
+    """Model calls run on their own threads (BATON_CALL_THREADS), more than the engine's two."""
+    model.slow_seconds = 2.5
+    slow = [Chat(ai_server, ai_api, receiver) for _ in range(3)]
+    fast = Chat(ai_server, ai_api, receiver)
+    for chat in (*slow, fast):
+        chat.deploy()
+    for chat in slow:
+        chat.say("slow: check my three orders")
+    model.wait_for_requests(3, timeout=20)
+    started = time.monotonic()
+    fast.say("quick question")
+    assert ai_answer_to("quick question").fullmatch(fast.wait_for_texts(1, timeout=10)[0])
+    assert time.monotonic() - started < 2.0
+    assert all(chat.texts() == [] for chat in slow)  # still thinking
+    for chat in slow:
+        assert ai_answer_to("slow: check my three orders").fullmatch(chat.wait_for_texts(1)[0])
+
+
 def test_the_model_call_holds_no_lock_a_cancel_during_it_is_immediate_and_its_answer_is_dropped(chat, model):
     chat.deploy()
     model.slow_seconds = 2.0
@@ -248,6 +267,21 @@ def test_the_model_call_holds_no_lock_a_cancel_during_it_is_immediate_and_its_an
     time.sleep(2.5)  # the model has answered by now
     assert chat.texts() == []
     assert [m["author"] for m in chat.messages()] == ["customer"]
+
+
+def test_a_boundary_timer_interrupts_the_dialog_and_drops_an_answer_still_being_written(chat, model):
+    chat.deploy(fixture="chat_ai_timeout.bpmn")  # the assistant has a 2 s interrupting timer
+    chat.say("hello")
+    assert ai_answer_to("hello").fullmatch(chat.wait_for_texts(1)[0])
+    model.slow_seconds = 4.0
+    chat.say("slow: one more thing")
+    model.wait_for_requests(2, timeout=20)
+    status = chat.api.wait_for(chat.instance_id, timeout=20)
+    assert status["status"] == "completed"
+    assert chat.wait_for_texts(2)[1] == "We closed this chat; write again any time."
+    time.sleep(4.0)  # the slow answer has come back from the model by now
+    assert len(chat.texts()) == 2
+    assert conversations_on(chat.api, chat.channel["config_id"]) == []
 
 
 def test_a_message_while_the_operator_task_is_open_is_only_stored(chat, model):
