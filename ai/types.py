@@ -6,6 +6,8 @@ is set. A provider that fails for good raises ``ProviderError``.
 """
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,8 +49,13 @@ class Reply:
 
 
 def clip_reply(text: str) -> str:
-    """``text`` cut to ``MAX_REPLY_CHARS`` characters, the last one "…" when it was cut."""
+    """``text`` cut to ``MAX_REPLY_CHARS`` characters, the last one "…" when it was cut; a lone
+    surrogate (JSON can carry ``\\ud800``, no UTF-8 body can) becomes U+FFFD."""
+    text = _SURROGATE.sub("\ufffd", text)
     return text if len(text) <= MAX_REPLY_CHARS else text[:MAX_REPLY_CHARS - 1] + "…"
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class ProviderError(Exception):

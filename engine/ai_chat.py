@@ -227,10 +227,11 @@ class AiTurnRunner:
     def _record(self, job: jobs.ClaimedJob, worker_id: str, claim: _Claim, reply, failure: str | None) -> None:
         """Second transaction: store the answer, end the step or queue the next turn."""
         dialog = self._locked(job)
+        if not jobs.finish(job, worker_id):
+            db.session.rollback()  # the lease ran out and another run of this job took over: it answers
+            return
         if dialog is None or dialog.status != ACTIVE or dialog.busy_job_id != job.id:
-            # the step went away meanwhile (cancelled, a boundary event), or the lease was lost
-            # and another run of this job took the dialog over: this answer is not sent
-            self._done(job, worker_id)
+            db.session.commit()  # the step went away meanwhile (cancelled, a boundary event): not sent
             return
         dialog.busy_job_id = dialog.busy_until = None
         dialog.answered_through = claim.through
@@ -249,7 +250,7 @@ class AiTurnRunner:
                 _end(dialog, "max_turns", last_customer_text=claim.last_customer_text)
             elif _pending(dialog):
                 jobs.enqueue(job.tenant_id, AI_TURN, payload={"dialog_id": dialog.id})
-        self._done(job, worker_id)
+        db.session.commit()
 
     def _done(self, job: jobs.ClaimedJob, worker_id: str) -> None:
         jobs.finish(job, worker_id)

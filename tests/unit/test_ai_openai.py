@@ -132,6 +132,15 @@ def test_content_longer_than_10000_characters_is_cut_with_an_ellipsis(connect, f
     assert reply.text.endswith("x…")
 
 
+def test_a_lone_surrogate_in_the_answer_becomes_a_replacement_character(connect, fake):
+    fake.brain = scripted("broken \ud800 text")  # JSON can carry it (as \\ud800); no UTF-8 body can
+
+    reply = connect().answer(ask("hello"))
+
+    assert reply.text == "broken \ufffd text"
+    reply.text.encode("utf-8")
+
+
 # --- servers without tools ----------------------------------------------------------------------
 
 def test_a_server_that_refuses_tools_is_answered_without_them_and_remembered(connect, fake):
