@@ -5,8 +5,8 @@ An arriving message (``accept``) is stored and acted on in ONE transaction: with
 conversation for its chat, it goes to the conversation's open AI chat step (an ``ai_turn`` job,
 ``engine.ai_chat``), else a ``chat_message`` job of the conversation's instance carries it to the
 runner (which hands it to a waiting AI step that has just opened, a ``chat_message`` catch event
-or receive task, or leaves it only stored); without one, the latest definition bound to the channel starts and the conversation
-opens with it. The conversation row is locked first, so the messages of one chat get their ids,
+or receive task, or leaves it only stored); without one, the latest definition bound to the
+channel starts and the conversation opens with it. The conversation row is locked first, so the messages of one chat get their ids,
 their jobs and their commits in one order, and the instance's jobs run in that order.
 """
 from __future__ import annotations
