@@ -104,10 +104,13 @@ def _settings(task, conversation, sandbox) -> DialogSettings:
 
 # -- the runner's side: dialogs open and end with the instance state ---------------------------
 
-def sync(tenant_id: int, instance_id: int, conversation_id: int | None, ready: dict[str, DialogSettings]) -> None:
+def sync(tenant_id: int, instance_id: int, conversation_id: int | None, ready: dict[str, DialogSettings], *,
+         process_spoke: bool) -> None:
     """In the runner's save transaction: open a dialog for every newly ready step (or reopen one
     after ``process.retry``), end those whose step went away, and start a turn where customer
-    messages wait for an answer and no turn is running."""
+    messages wait for an answer and no turn is running. ``process_spoke``: this advance sent
+    messages (stored after this, by ``chat_operators.settle``: dialog rows are locked before the
+    conversation's, in every transaction that takes both)."""
     known = {row.spiff_task_id: row for row in db.session.execute(
         select(AiDialog).where(AiDialog.instance_id == instance_id).with_for_update()).scalars()}
     now = utcnow()
@@ -122,7 +125,7 @@ def sync(tenant_id: int, instance_id: int, conversation_id: int | None, ready: d
                 spiff_task_id=spiff_task_id, element_id=settings.element_id, status=ACTIVE,
                 system_prompt=settings.prompt, knowledge=settings.knowledge, model=settings.model,
                 max_turns=settings.max_turns, handoff_keywords=list(settings.keywords), turns=0,
-                answered_through=_last_outgoing_id(conversation_id), created_at=now)
+                answered_through=_opening_mark(conversation_id, process_spoke), created_at=now)
             db.session.add(dialog)
             db.session.flush()
         elif dialog.status == ENDED:  # ready again: process.retry after a failure elsewhere
@@ -139,10 +142,13 @@ def active_dialog_of(conversation_id: int) -> int | None:
         .order_by(AiDialog.id).limit(1)).scalar_one_or_none()
 
 
-def _last_outgoing_id(conversation_id: int) -> int:
-    return db.session.execute(
-        select(func.max(Message.id)).where(Message.conversation_id == conversation_id,
-                                           Message.direction == "out")).scalar_one_or_none() or 0
+def _opening_mark(conversation_id: int, process_spoke: bool) -> int:
+    """Where a new step's answering starts: after the process's last words to the customer (every
+    message so far, when the process speaks in this very advance)."""
+    query = select(func.max(Message.id)).where(Message.conversation_id == conversation_id)
+    if not process_spoke:
+        query = query.where(Message.direction == "out")
+    return db.session.execute(query).scalar_one_or_none() or 0
 
 
 def _busy(dialog: AiDialog, now) -> bool:

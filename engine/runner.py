@@ -104,10 +104,10 @@ class Runner:
         outcome = self._run(workflow, lambda: self._events[job.kind](workflow, payload), outbox)
         if not self._save(job, worker_id, row, outcome, pinned):
             return
-        chat_operators.settle(job.instance_id, outcome.status, outbox, specs)
-        if outbox is not None and outbox.has_ai_steps:
+        if outbox is not None and outbox.has_ai_steps:  # dialog rows before the conversation's (lock order)
             ai_chat.sync(row.tenant_id, job.instance_id, outbox.conversation and outbox.conversation.id,
-                         outbox.dialogs if outcome.status == "running" else {})
+                         outbox.dialogs if outcome.status == "running" else {}, process_spoke=bool(outbox.texts))
+        chat_operators.settle(job.instance_id, outcome.status, outbox, specs)
         if _has_human_tasks(specs):
             tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
                        outcome.workflow if outcome.status == "running" else None)

@@ -170,6 +170,20 @@ def test_a_long_dialog_is_one_waiting_step_and_never_touches_the_process_state(c
     assert len(model.requests[-1]["messages"]) == 1 + 2 * 8 - 1  # system + 8 questions + 7 answers
 
 
+def test_after_the_process_greets_the_step_waits_for_the_customer_instead_of_answering_the_first_message(
+        chat, model):
+    chat.deploy(fixture="chat_ai_greeting.bpmn")  # start -> send_message greeting -> ai_chat
+    chat.say("hi")
+    assert chat.wait_for_texts(1) == ["Hello Zoë! Ask me anything."]
+    time.sleep(0.5)
+    assert model.requests == [] and len(chat.texts()) == 1
+    chat.say("How long does delivery take?")
+    assert ai_answer_to("How long does delivery take?").fullmatch(chat.wait_for_texts(2)[1])
+    [request] = model.requests
+    assert [(m["role"], m["content"]) for m in request["messages"][1:]] == [
+        ("user", "hi"), ("assistant", "Hello Zoë! Ask me anything."), ("user", "How long does delivery take?")]
+
+
 # -- handoff paths -----------------------------------------------------------------------------------
 
 def test_a_handoff_keyword_ends_the_step_without_asking_the_model(chat, model):
