@@ -252,6 +252,9 @@ class _PinnedAdapter(HTTPAdapter):
         self.poolmanager.pool_classes_by_scheme = _pool_classes(self._allow_private)
 
 
+MAX_RETRY_AFTER_S = 86_400.0  # the longest Retry-After honoured
+
+
 # --- the response ---------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -277,12 +280,13 @@ class OutboundResponse:
     def retry_after_s(self, now: float | None = None) -> float | None:
         """Seconds the server asks us to wait (``Retry-After`` as seconds or HTTP-date), else None.
 
-        A date in the past gives 0.0; a missing or unreadable header gives None."""
+        A date in the past gives 0.0; a missing or unreadable header gives None; more than a day
+        gives a day (a server must not park a call or a delivery for years, nor overflow a float)."""
         value = (self.headers.get("Retry-After") or "").strip()
         if not value:
             return None
         if value.isascii() and value.isdigit():
-            return float(int(value))
+            return MAX_RETRY_AFTER_S if len(value) > 9 else min(float(value), MAX_RETRY_AFTER_S)
         try:
             when = email.utils.parsedate_to_datetime(value)
         except (TypeError, ValueError, IndexError, OverflowError):
@@ -290,7 +294,7 @@ class OutboundResponse:
         if when.tzinfo is None:                              # "-0000": UTC as well
             when = when.replace(tzinfo=datetime.timezone.utc)
         seconds = when.timestamp() - (time.time() if now is None else now)
-        return max(0.0, seconds) if math.isfinite(seconds) else None
+        return min(max(0.0, seconds), MAX_RETRY_AFTER_S) if math.isfinite(seconds) else None
 
 
 # --- the client -----------------------------------------------------------------------------------

@@ -631,5 +631,13 @@ def test_retry_after_as_an_http_date_counts_from_now():
     assert answer_with({"Retry-After": earlier}).retry_after_s(now=now) == 0.0
 
 
+def test_retry_after_beyond_a_day_is_a_day_however_it_is_written():
+    now = 1_800_000_000.0
+    assert answer_with({"Retry-After": "86401"}).retry_after_s() == 86_400.0
+    assert answer_with({"Retry-After": "9" * 5000}).retry_after_s() == 86_400.0  # no overflow, no int limit
+    far = email.utils.formatdate(now + 10 * 365 * 86_400, usegmt=True)
+    assert answer_with({"Retry-After": far}).retry_after_s(now=now) == 86_400.0
+
+
 def test_retry_after_is_none_when_absent():
     assert answer_with({}).retry_after_s() is None
