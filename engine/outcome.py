@@ -119,7 +119,15 @@ def _output_keys(workflow: BpmnWorkflow) -> list[str] | None:
     return list(dict.fromkeys(keys)) or None
 
 
+# Engine classes whose name is not the BPMN element's: callers know the diagram, not SpiffWorkflow.
+_BPMN_KINDS = {"operatorTask": "serviceTask", "noneTask": "task", "subWorkflowTask": "subProcess",
+               "eventSubprocess": "subProcess", "interruptingStartEvent": "startEvent",
+               "eventSubprocessStart": "startEvent"}
+
+
 def kind_of(task_spec) -> str:
-    """The BPMN element kind of a spec, e.g. ``userTask`` from ``UserTask``."""
+    """The BPMN element kind of a spec, e.g. ``userTask`` from ``UserTask``, ``serviceTask`` from
+    ``OperatorTask``; loop structure keeps the engine's words (``parallelInstances`` ...)."""
     name = type(task_spec).__name__
-    return name[:1].lower() + name[1:]
+    kind = name[:1].lower() + name[1:]
+    return _BPMN_KINDS.get(kind, kind)

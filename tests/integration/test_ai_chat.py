@@ -166,7 +166,7 @@ def test_a_long_dialog_is_one_waiting_step_and_never_touches_the_process_state(c
     after = instance_row(chat.server, chat.instance_id)
     assert (after.revision, after.state) == (before.revision, before.state)
     waiting = chat.api.call("process.status", instance_id=chat.instance_id)["waiting_for"]
-    assert [entry["element_id"] for entry in waiting] == ["assistant"]
+    assert waiting == [{"element_id": "assistant", "kind": "serviceTask", "operator": "ai_chat"}]
     assert len(model.requests[-1]["messages"]) == 1 + 2 * 8 - 1  # system + 8 questions + 7 answers
 
 
