@@ -64,7 +64,7 @@ RETRY_DELAYS_S = (5.0, 30.0, 120.0, 600.0, 3600.0)   # after the 1st, 2nd, ... f
 HOURLY_S = 3600.0                                    # after that, until the window ends
 WINDOW_S = 24 * 3600.0
 PARK_RECHECK_S = 3600.0   # a parked job is woken by its predecessor; this is only a safety net
-HELD = datetime(9999, 1, 1)  # run_at of a dead delivery's job: kept for delivery.retry, never due
+HELD = jobs.HELD_UNTIL  # run_at of a dead delivery's job: kept for delivery.retry, never due
 
 _LOCK_NAMESPACE = 0x42444C56  # first key of pg_advisory_xact_lock(int, int): "BDLV"
 _PG_KEY_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:namespace AS integer), hashtext(CAST(:key AS text)))")

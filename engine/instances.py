@@ -152,5 +152,6 @@ def retry(tenant_id: int, instance_id: int, variables: dict[str, Any] | None) ->
     if resumed.rowcount != 1:
         raise ConflictError(f"Instance {instance_id} was retried by another call.")
     jobs.enqueue(tenant_id, RETRY, instance_id=instance.id, payload={"variables": variables or {}})
+    jobs.requeue_held(instance.id)  # what an internal failure kept aside runs after the retry
     db.session.commit()
     return {"instance_id": instance.id, "status": "running"}

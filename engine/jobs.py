@@ -208,6 +208,26 @@ def release(job: ClaimedJob, worker_id: str, *, delay_seconds: float = 0.0, erro
     db.session.commit()
 
 
+HELD_UNTIL = datetime(9999, 1, 1)  # run_at of a job kept aside, never due by itself
+
+
+def hold(job: ClaimedJob, worker_id: str, error: str) -> None:
+    """Keep a job that cannot be done now (its instance failed) instead of deleting it, in the
+    caller's transaction: ``requeue_held`` puts it back when the instance is retried."""
+    db.session.execute(update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
+                       .values(locked_by=None, locked_until=None, run_at=HELD_UNTIL, attempts=0, last_error=error))
+
+
+def requeue_held(instance_id: int) -> int:
+    """Queue an instance's held jobs again, after every job queued so far (new ids, same order)."""
+    held = db.session.execute(select(Job).where(Job.instance_id == instance_id, Job.run_at == HELD_UNTIL)
+                              .order_by(Job.id)).scalars().all()
+    for job in held:
+        enqueue(job.tenant_id, job.kind, instance_id=instance_id, payload=job.payload)
+        db.session.delete(job)
+    return len(held)
+
+
 def next_run_at(kinds: KindFilter | None = None) -> datetime | None:
     """When a worker (running ``kinds``, default any) that found nothing to claim should look again.
 

@@ -138,24 +138,29 @@ class Runner:
             jobs.enqueue(job.tenant_id, TIMER, instance_id=job.instance_id, run_at=outcome.next_timer_at)
 
     def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        """A job kept failing for a reason that is ours, not the process's: fail the instance."""
-        db.session.execute(
+        """A job kept failing for a reason that is ours, not the process's: fail the instance, and
+        keep the job (a task completion, a message ...) for ``process.retry`` to apply again."""
+        failed = db.session.execute(
             update(Instance).where(Instance.id == job.instance_id, Instance.status == "running")
             .values(status="failed", completed_at=utcnow(), revision=Instance.revision + 1,
                     error={"message": "An internal error stopped this instance; it can be retried.",
                            "element_id": None}))
-        chat_operators.close_for_instance(job.instance_id)
-        jobs.finish(job, worker_id)
-        db.session.commit()
+        self._keep_for_retry(job, worker_id, failed.rowcount == 1)
 
     def _fail_unchanged(self, job: jobs.ClaimedJob, worker_id: str, row, message: str) -> None:
         """Fail an instance that cannot even be loaded (its called process is gone); keep its state."""
-        db.session.execute(
+        failed = db.session.execute(
             update(Instance).where(Instance.id == job.instance_id, Instance.revision == row.revision)
             .values(status="failed", completed_at=utcnow(), revision=row.revision + 1,
                     error={"message": message, "element_id": None}))
-        chat_operators.close_for_instance(job.instance_id)
-        jobs.finish(job, worker_id)
+        self._keep_for_retry(job, worker_id, failed.rowcount == 1)
+
+    def _keep_for_retry(self, job: jobs.ClaimedJob, worker_id: str, failed_now: bool) -> None:
+        if failed_now:
+            chat_operators.close_for_instance(job.instance_id)
+            jobs.hold(job, worker_id, "held: its instance failed; process.retry queues it again")
+        else:  # the instance had already ended (cancelled, say): nothing will retry it
+            jobs.finish(job, worker_id)
         db.session.commit()
 
     def _drop(self, job: jobs.ClaimedJob, worker_id: str) -> None:

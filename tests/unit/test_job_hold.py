@@ -1,0 +1,81 @@
+"""A job given up for an internal reason fails its instance but is kept, and ``process.retry``
+applies it again after the retry (engine.jobs.hold / requeue_held, Runner.give_up), on a real
+database (SQLite and PostgreSQL). The test plays the worker: ``jobs.claim``, then the runner."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from sqlalchemy import delete, select
+
+from app import create_app
+from engine import definitions, instances, jobs
+from engine.auth import create_tenant
+from engine.db import db
+from engine.models import Instance, Job
+from engine.runner import RETRY, START, Runner
+from tests.conftest import make_database_url
+from tests.harness import bpmn, drop_postgres_database
+
+WORKER = "unit-worker"
+
+
+@pytest.fixture(scope="module")
+def app(backend, tmp_path_factory):
+    url = make_database_url(backend, tmp_path_factory)
+    application = create_app({"database_url": url, "workers": 0})
+    yield application
+    with application.app_context():
+        db.engine.dispose()
+    if backend == "postgresql":
+        drop_postgres_database(url)
+
+
+@pytest.fixture
+def started(app):
+    """A fresh instance whose start job is claimed by WORKER, as a worker that keeps failing holds it."""
+    with app.app_context():
+        db.session.execute(delete(Job))
+        db.session.commit()
+        tenant, _key = create_tenant(f"t-{uuid.uuid4().hex[:10]}")
+        deployed = definitions.deploy(tenant.id, bpmn("wait_for_person.bpmn"), f"hold-{uuid.uuid4().hex[:6]}",
+                                      public_url="http://127.0.0.1")
+        definition = instances.resolve_definition(tenant.id, deployed["definition_id"])
+        instance_id = instances.start(tenant.id, definition, {"order": 7})["instance_id"]
+        [job] = jobs.claim(WORKER, 30)
+        yield tenant.id, instance_id, job
+        db.session.rollback()
+        db.session.remove()
+
+
+def test_a_given_up_job_fails_the_instance_and_is_held_not_claimable(started):
+    tenant_id, instance_id, job = started
+    Runner(None, None).give_up(job, WORKER)
+
+    assert db.session.get(Instance, instance_id).status == "failed"
+    held = db.session.execute(select(Job).where(Job.instance_id == instance_id)).scalar_one()
+    assert (held.id, held.run_at, held.locked_by) == (job.id, jobs.HELD_UNTIL, None)
+    assert jobs.claim(WORKER, 30, limit=10) == []
+
+
+def test_process_retry_queues_the_held_job_again_after_the_retry_with_its_payload(started):
+    tenant_id, instance_id, job = started
+    Runner(None, None).give_up(job, WORKER)
+    instances.retry(tenant_id, instance_id, {"note": "fixed"})
+
+    [first] = jobs.claim(WORKER, 30, limit=10)  # one job of an instance at a time, in order
+    assert (first.kind, first.payload) == (RETRY, {"variables": {"note": "fixed"}})
+    jobs.finish(first, WORKER)
+    db.session.commit()
+    [second] = jobs.claim(WORKER, 30, limit=10)
+    assert (second.kind, second.payload, second.attempts) == (START, job.payload, 1)
+    assert second.id > first.id
+
+
+def test_a_job_of_an_instance_that_had_already_ended_is_dropped(started):
+    tenant_id, instance_id, job = started
+    instances.cancel(tenant_id, instance_id)  # deletes the instance's jobs (the claimed one too)
+    Runner(None, None).give_up(job, WORKER)
+
+    assert db.session.get(Instance, instance_id).status == "cancelled"
+    assert db.session.execute(select(Job).where(Job.instance_id == instance_id)).first() is None
