@@ -79,3 +79,25 @@ def test_a_job_of_an_instance_that_had_already_ended_is_dropped(started):
 
     assert db.session.get(Instance, instance_id).status == "cancelled"
     assert db.session.execute(select(Job).where(Job.instance_id == instance_id)).first() is None
+
+
+def test_a_timer_start_firing_given_up_is_skipped_and_its_cycle_goes_on(app):
+    from engine.timer_starts import TIMER_START, TimerStartRunner
+
+    with app.app_context():
+        db.session.execute(delete(Job))
+        db.session.commit()
+        tenant, _key = create_tenant(f"t-{uuid.uuid4().hex[:10]}")
+        definitions.deploy(tenant.id, bpmn("cov_timer_start.bpmn"), f"cycle-{uuid.uuid4().hex[:6]}",
+                           public_url="http://127.0.0.1")  # R3/PT1H
+        scheduled = db.session.execute(select(Job).where(Job.kind == TIMER_START)).scalar_one()
+        scheduled.run_at = scheduled.run_at.replace(year=2000)  # due now
+        db.session.commit()
+        [job] = jobs.claim(WORKER, 30)
+        TimerStartRunner().give_up(job, WORKER)
+
+        [following] = db.session.execute(select(Job).where(Job.kind == TIMER_START)).scalars().all()
+        assert following.id != job.id and following.payload["runs_left"] == job.payload["runs_left"] - 1
+        assert following.payload["due"] > job.payload["due"]
+        assert db.session.execute(select(Instance).where(Instance.tenant_id == tenant.id)).first() is None
+        db.session.remove()
