@@ -24,6 +24,11 @@ _SPIFF_SCRIPTS = ("./bpmn:extensionElements/spiffworkflow:preScript"
                   " | ./bpmn:extensionElements/spiffworkflow:postScript")
 
 
+# Pre/post scripts are not run on these (the engine runs the task itself): refused, never skipped.
+_NO_SPIFF_SCRIPTS = {"scriptTask": "write the code into the script itself.",
+                     "serviceTask": "put the code in a scriptTask before or after it."}
+
+
 def check_code(container: etree._Element, issues: Issues) -> None:
     for element in content(container):
         tag = local_name(element)
@@ -34,7 +39,12 @@ def check_code(container: etree._Element, issues: Issues) -> None:
             if condition is not None:
                 _check_condition(element, condition, issues)
         for script in element.xpath(_SPIFF_SCRIPTS, namespaces=NSMAP):
-            _check_script_text(element, script, f"{tag} {etree.QName(script).localname}", issues)
+            name = etree.QName(script).localname
+            if tag in _NO_SPIFF_SCRIPTS:  # the engine runs these tasks itself: the script would be skipped
+                issues.add(element, f"{tag} with spiffworkflow:{name} is not supported: "
+                                    f"{_NO_SPIFF_SCRIPTS[tag]}", at=script)
+            else:
+                _check_script_text(element, script, f"{tag} {name}", issues)
 
 
 def _check_script_task(task: etree._Element, issues: Issues) -> None:
