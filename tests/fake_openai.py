@@ -189,6 +189,9 @@ def error_body(status: int, message: str, *, param: str | None = None) -> dict[s
 def _handler_for(fake: FakeOpenAI) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"     # keep-alive, as the openai client expects
+        # Headers and body go out in two writes: with Nagle on, the body waits for the client's
+        # delayed ACK (~40 ms per answer). A real server does not add that.
+        disable_nagle_algorithm = True
         timeout = 60                      # an idle keep-alive connection is closed after this
 
         def do_POST(self) -> None:

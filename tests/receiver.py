@@ -53,6 +53,7 @@ class Receiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True  # no ~40 ms delayed-ACK stall between headers and body
             def _handle(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
