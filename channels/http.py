@@ -14,7 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from engine.db import db
 from engine.errors import BadRequestError, BatonError, PayloadTooLargeError
-from engine.models import Instance, Job
+from engine.models import AiDialog, Instance, Job
 
 log = logging.getLogger("baton.http")
 
@@ -99,9 +99,13 @@ def register_http(app: Flask) -> None:
     def metrics():
         counts = db.session.execute(select(Instance.status, func.count()).group_by(Instance.status)).all()
         pending = db.session.execute(select(func.count()).select_from(Job)).scalar_one()
+        talking = db.session.execute(select(func.count()).select_from(AiDialog)
+                                     .where(AiDialog.status == "active")).scalar_one()
         db.session.rollback()
         lines = ["# HELP baton_instances Process instances by status.", "# TYPE baton_instances gauge"]
         lines += [f'baton_instances{{status="{status}"}} {count}' for status, count in counts]
         lines += ["# HELP baton_jobs_pending Jobs waiting or running.", "# TYPE baton_jobs_pending gauge",
-                  f"baton_jobs_pending {pending}"]
+                  f"baton_jobs_pending {pending}",
+                  "# HELP baton_ai_dialogs_active AI chat steps holding a dialog.",
+                  "# TYPE baton_ai_dialogs_active gauge", f"baton_ai_dialogs_active {talking}"]
         return Response("\n".join(lines) + "\n", mimetype="text/plain; version=0.0.4")
