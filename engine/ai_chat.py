@@ -30,6 +30,8 @@ last, it waits for the customer.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import re
 from dataclasses import dataclass
@@ -37,13 +39,14 @@ from datetime import timedelta
 from typing import Any
 
 from SpiffWorkflow.util.task import TaskState
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 
 from ai import AiRequest, ProviderError, Turn
 from engine import chat_operators, jobs
 from engine.db import db, utcnow
 from engine.errors import OperatorError, ScriptError
-from engine.models import AiDialog, Conversation, Instance, Message
+from engine.models import AiDialog, AiKnowledge, Instance, Message
 
 log = logging.getLogger("baton.ai_chat")
 
@@ -123,7 +126,8 @@ def sync(tenant_id: int, instance_id: int, conversation_id: int | None, ready: d
             dialog = AiDialog(
                 tenant_id=tenant_id, instance_id=instance_id, conversation_id=conversation_id,
                 spiff_task_id=spiff_task_id, element_id=settings.element_id, status=ACTIVE,
-                system_prompt=settings.prompt, knowledge=settings.knowledge, model=settings.model,
+                system_prompt=settings.prompt, knowledge_id=_knowledge_id(tenant_id, settings.knowledge),
+                model=settings.model,
                 max_turns=settings.max_turns, handoff_keywords=list(settings.keywords), turns=0,
                 answered_through=_opening_mark(conversation_id, process_spoke), created_at=now)
             db.session.add(dialog)
@@ -133,6 +137,33 @@ def sync(tenant_id: int, instance_id: int, conversation_id: int | None, ready: d
         if dialog.status == ACTIVE and not _busy(dialog, now) and _pending(dialog):
             jobs.enqueue(tenant_id, AI_TURN, payload={"dialog_id": dialog.id})
     db.session.flush()
+
+
+def _knowledge_id(tenant_id: int, text: str) -> int | None:
+    """The stored copy of a knowledge text (made on first use; concurrent first uses share one)."""
+    if not text:
+        return None
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    query = select(AiKnowledge.id).where(AiKnowledge.tenant_id == tenant_id, AiKnowledge.sha256 == digest)
+    found = db.session.execute(query).scalar_one_or_none()
+    if found is None:
+        try:
+            with db.session.begin_nested():
+                db.session.add(AiKnowledge(tenant_id=tenant_id, sha256=digest, text=text, created_at=utcnow()))
+        except IntegrityError:  # another transaction stored it first
+            pass
+        found = db.session.execute(query).scalar_one()
+    return found
+
+
+def _knowledge_text(knowledge_id: int) -> str:
+    """A knowledge row never changes: read each once per process (and database)."""
+    return _read_knowledge(db.engine.url.render_as_string(), knowledge_id)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_knowledge(_database: str, knowledge_id: int) -> str:
+    return db.session.execute(select(AiKnowledge.text).where(AiKnowledge.id == knowledge_id)).scalar_one()
 
 
 def active_dialog_of(conversation_id: int) -> int | None:
@@ -224,7 +255,8 @@ class AiTurnRunner:
             return self._done(job, worker_id)
         lease = self.provider.max_seconds + LEASE_MARGIN_S
         dialog.busy_job_id, dialog.busy_until = job.id, now + timedelta(seconds=lease)
-        request = AiRequest(system_prompt=dialog.system_prompt, knowledge=dialog.knowledge,
+        knowledge = _knowledge_text(dialog.knowledge_id) if dialog.knowledge_id is not None else ""
+        request = AiRequest(system_prompt=dialog.system_prompt, knowledge=knowledge,
                             history=tuple(_history(dialog.conversation_id, pending[-1].id)), model=dialog.model)
         claim = _Claim(request, pending[-1].id, pending[-1].text)
         jobs.extend_lease(job, worker_id, lease)  # commits the busy mark with the longer lease

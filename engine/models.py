@@ -216,6 +216,19 @@ class Message(db.Model):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class AiKnowledge(db.Model):
+    """A step's knowledge text, stored once per tenant however many dialogs use it (up to 200,000
+    characters each: a copy per chat would grow with the traffic)."""
+
+    __tablename__ = "ai_knowledge"
+    __table_args__ = (UniqueConstraint("tenant_id", "sha256"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    sha256: Mapped[str] = mapped_column(String(64))
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class AiDialog(db.Model):
     """The state of one waiting ``ai_chat`` step: its settings (prompt rendered when it opened),
     the customer messages it has answered, and which turn job is talking to the model.
@@ -235,7 +248,7 @@ class AiDialog(db.Model):
     element_id: Mapped[str] = mapped_column(String(255))
     status: Mapped[str] = mapped_column(String(16), default="active")  # active, done, ended
     system_prompt: Mapped[str] = mapped_column(Text, default="")
-    knowledge: Mapped[str] = mapped_column(Text, default="")
+    knowledge_id: Mapped[int | None] = mapped_column(ForeignKey("ai_knowledge.id"))
     model: Mapped[str | None] = mapped_column(String(200))
     max_turns: Mapped[int] = mapped_column(Integer)
     handoff_keywords: Mapped[list[str]] = mapped_column(JSON, default=list)

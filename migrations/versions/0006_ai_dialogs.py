@@ -1,4 +1,4 @@
-"""ai dialogs and the answer's place in a conversation
+"""ai dialogs, their knowledge texts, and the answer's place in a conversation
 
 Revision ID: 0006
 Revises: 0005
@@ -19,6 +19,16 @@ BIG = sa.BigInteger().with_variant(sa.Integer(), 'sqlite')
 
 
 def upgrade():
+    op.create_table('ai_knowledge',
+    sa.Column('id', BIG, nullable=False),
+    sa.Column('tenant_id', BIG, nullable=False),
+    sa.Column('sha256', sa.String(length=64), nullable=False),
+    sa.Column('text', sa.Text(), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.ForeignKeyConstraint(['tenant_id'], ['tenants.id'], ),
+    sa.PrimaryKeyConstraint('id'),
+    sa.UniqueConstraint('tenant_id', 'sha256')
+    )
     op.create_table('ai_dialogs',
     sa.Column('id', BIG, nullable=False),
     sa.Column('tenant_id', BIG, nullable=False),
@@ -28,7 +38,7 @@ def upgrade():
     sa.Column('element_id', sa.String(length=255), nullable=False),
     sa.Column('status', sa.String(length=16), nullable=False),
     sa.Column('system_prompt', sa.Text(), nullable=False),
-    sa.Column('knowledge', sa.Text(), nullable=False),
+    sa.Column('knowledge_id', BIG, nullable=True),
     sa.Column('model', sa.String(length=200), nullable=True),
     sa.Column('max_turns', sa.Integer(), nullable=False),
     sa.Column('handoff_keywords', sa.JSON(), nullable=False),
@@ -42,6 +52,7 @@ def upgrade():
     sa.ForeignKeyConstraint(['tenant_id'], ['tenants.id'], ),
     sa.ForeignKeyConstraint(['instance_id'], ['instances.id'], ),
     sa.ForeignKeyConstraint(['conversation_id'], ['conversations.id'], ),
+    sa.ForeignKeyConstraint(['knowledge_id'], ['ai_knowledge.id'], ),
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('instance_id', 'spiff_task_id')
     )
@@ -57,3 +68,4 @@ def downgrade():
     with op.batch_alter_table('ai_dialogs', schema=None) as batch_op:
         batch_op.drop_index('ix_ai_dialogs_conversation_status')
     op.drop_table('ai_dialogs')
+    op.drop_table('ai_knowledge')

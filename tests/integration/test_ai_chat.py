@@ -187,6 +187,28 @@ def test_after_the_process_greets_the_step_waits_for_the_customer_instead_of_ans
         ("user", "hi"), ("assistant", "Hello Zoë! Ask me anything."), ("user", "How long does delivery take?")]
 
 
+def test_every_dialog_of_a_step_shares_one_stored_copy_of_its_knowledge(ai_server, ai_api, receiver, model):
+    first, second = Chat(ai_server, ai_api, receiver), Chat(ai_server, ai_api, receiver)
+    first.deploy()
+    second.deploy()
+    for chat in (first, second):
+        chat.say("hello")
+        chat.wait_for_texts(1)
+    engine = create_engine(ai_server.database_url)
+    try:
+        with engine.connect() as connection:
+            dialogs = connection.execute(text(
+                "SELECT count(*), count(DISTINCT knowledge_id) FROM ai_dialogs WHERE instance_id IN (:a, :b)"),
+                {"a": first.instance_id, "b": second.instance_id}).one()
+            stored = connection.execute(text(
+                "SELECT count(*) FROM ai_knowledge k JOIN ai_dialogs d ON d.knowledge_id = k.id "
+                "WHERE d.instance_id = :a"), {"a": first.instance_id}).scalar_one()
+    finally:
+        engine.dispose()
+    assert tuple(dialogs) == (2, 1) and stored == 1
+    assert "Delivery takes 3 to 5 working days" in model.requests[-1]["messages"][0]["content"]
+
+
 # -- handoff paths -----------------------------------------------------------------------------------
 
 def test_a_handoff_keyword_ends_the_step_without_asking_the_model(chat, model):
