@@ -94,6 +94,7 @@ class Baton:
         threads = self.settings.workers if threads is None else threads
         if self.pool is not None or threads <= 0:
             return self.pool
+        quiet_spiff_loggers()
         settings = self.settings
         self.sandbox = Sandbox(timeout_s=settings.script_timeout_s, memory_mb=settings.script_memory_mb,
                                hosts=threads)
@@ -131,6 +132,17 @@ class Baton:
         for part in (self.sandbox, self.outbound, self.ai):
             if part is not None:
                 part.close()
+
+
+def quiet_spiff_loggers() -> None:
+    """SpiffWorkflow logs every task state change, and while its loggers' own level is unset (0,
+    below INFO) it builds each record's extras from the task data and, for a workflow record,
+    from every task of the tree, whatever the handlers' level. Set them to the process's level,
+    at least INFO (at BATON_LOG_LEVEL=DEBUG they stay unset, as before)."""
+    level = logging.getLogger().getEffectiveLevel()
+    if level > logging.DEBUG:
+        for name in ("spiff.task", "spiff.workflow", "spiff.data", "spiff.dmn"):
+            logging.getLogger(name).setLevel(max(level, logging.INFO))
 
 
 def create_app(config: dict | None = None) -> Flask:
