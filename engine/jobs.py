@@ -88,12 +88,17 @@ def notify_on_commit(kind: str | None = None) -> None:
     ready[kind] += 1
 
 
+def wake_local(ready: Counter) -> None:
+    """Wake this process's workers for jobs just committed (``ready``: how many of each kind)."""
+    for waker in list(_wakers):
+        waker(ready)
+
+
 @event.listens_for(Session, "after_commit")
 def _wake_after_commit(session):
     ready = session.info.pop("baton_notify", None)
     if ready:
-        for waker in list(_wakers):
-            waker(ready)
+        wake_local(ready)
 
 
 @event.listens_for(Session, "after_rollback")

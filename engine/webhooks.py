@@ -3,17 +3,23 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import and_, bindparam, delete, func, select, text
+from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from engine import instances
+from engine import instances, jobs
 from engine.db import db, iso, utcnow
 from engine.definitions import new_webhook_id, webhook_url
 from engine.errors import BadRequestError, InvalidParamsError, NotFoundError, UnauthorizedError
-from engine.models import IdempotencyRecord, WebhookRoute
+from engine.models import Definition, IdempotencyRecord, WebhookRoute
+from engine.runner import START
+
+log = logging.getLogger("baton.webhooks")
 
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 
@@ -64,6 +70,48 @@ def start_from_webhook(route: WebhookRoute, variables: dict[str, Any],
         db.session.rollback()
         return _earlier_answer(route.id, idempotency_key)
     return answer
+
+
+_routes, _definitions = WebhookRoute.__table__, Definition.__table__
+# The route and the latest version of its code in one statement (what find_route and
+# resolve_definition read, in two ORM queries, on the full path).
+_ROUTE_AND_LATEST = (
+    select(_routes.c.tenant_id, _routes.c.secret, _routes.c.start_event_id,
+           _definitions.c.id.label("definition_id"), _definitions.c.start_events)
+    .select_from(_routes.join(_definitions, and_(_definitions.c.tenant_id == _routes.c.tenant_id,
+                                                 _definitions.c.code == _routes.c.code)))
+    .where(_routes.c.webhook_id == bindparam("webhook_id"))
+    .order_by(_definitions.c.version.desc()).limit(1))
+_NOTIFY = text(f"SELECT pg_notify('{jobs.NOTIFY_CHANNEL}', '{START}')")
+
+
+def start_plain(engine: Engine, webhook_id: str, variables: dict[str, Any]) -> dict[str, Any] | None:
+    """The common webhook start (no secret, no idempotency key) in one short transaction on a
+    plain connection: one read for the route and its latest definition, the instance row and its
+    start job, commit. Same rows and answer as ``start_from_webhook``.
+
+    None when the call is not the common case (unknown route, a route with a secret, the start
+    event gone from the latest version): nothing was written and the full path answers it.
+    """
+    with engine.connect() as connection:
+        row = connection.execute(_ROUTE_AND_LATEST, {"webhook_id": webhook_id}).first()
+        if row is None or row.secret is not None or not any(
+                s["element_id"] == row.start_event_id and s["trigger"] == "webhook" for s in row.start_events):
+            connection.rollback()
+            return None
+        instance_id = connection.execute(instances._INSERT, {
+            "tenant_id": row.tenant_id, "definition_id": row.definition_id, "variables": variables}).scalar_one()
+        connection.execute(jobs._INSERT, {
+            "tenant_id": row.tenant_id, "instance_id": instance_id, "kind": START,
+            "payload": {"variables": variables}, "run_at": utcnow()})
+        if connection.dialect.name == "postgresql":
+            connection.execute(_NOTIFY)
+        connection.commit()
+    try:
+        jobs.wake_local(Counter({START: 1}))
+    except Exception:  # the start is committed; a worker finds it at its next look
+        log.exception("waking the workers failed")
+    return {"instance_id": instance_id, "status": "running", "definition_id": row.definition_id}
 
 
 def _earlier_answer(route_id: int, key: str) -> dict[str, Any] | None:

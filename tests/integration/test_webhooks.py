@@ -175,3 +175,47 @@ def test_uppercase_hex_signature_is_accepted(webhook, api):
 def test_idempotency_key_too_long_is_bad_request(webhook):
     response = post(webhook["url"], json={"amount": 1}, headers={"Idempotency-Key": "k" * 256})
     assert response.status_code == 400 and response.json()["error"]["code"] == "bad_request"
+
+
+def test_plain_json_start_answers_exactly_as_the_full_path(webhook, api):
+    """A plain JSON start is served by the lean accept path (channels.webhook.LeanWebhookStart); a
+    +json content type by Flask's. Same status, headers that matter, body bytes shape and effect."""
+    body = json.dumps({"amount": 60}).encode()
+    lean = post(webhook["url"], data=body, headers={"Content-Type": "application/json"})
+    full = post(webhook["url"], data=body, headers={"Content-Type": "application/vnd.order+json"})
+    assert lean.status_code == full.status_code == 202
+    assert lean.headers["Content-Type"] == full.headers["Content-Type"] == "application/json"
+    assert lean.text.endswith("}\n") and full.text.endswith("}\n")
+    assert list(lean.json()) == list(full.json()) == ["instance_id", "status", "definition_id"]
+    assert lean.json()["definition_id"] == full.json()["definition_id"]
+    assert full.json()["instance_id"] == lean.json()["instance_id"] + 1
+    assert len(lean.content) == len(full.content)
+    for answer in (lean, full):
+        status = api.wait_for(answer.json()["instance_id"])
+        assert status["status"] == "completed" and status["variables"] == {"total": 120, "label": "big"}
+
+
+@pytest.mark.parametrize("headers", [
+    {"Content-Type": "application/json; charset=utf-8"},
+    {"Content-Type": "APPLICATION/JSON"},
+])
+def test_json_content_type_variants_start(webhook, api, headers):
+    response = post(webhook["url"], data=b'{"amount": 60}', headers=headers)
+    assert response.status_code == 202
+    assert api.wait_for(response.json()["instance_id"])["status"] == "completed"
+
+
+def test_chunked_json_body_starts_too(webhook, api):
+    response = post(webhook["url"], data=iter([b'{"amount"', b': 60}']),
+                    headers={"Content-Type": "application/json"})
+    assert response.status_code == 202
+    assert api.wait_for(response.json()["instance_id"])["status"] == "completed"
+
+
+def test_secret_set_after_plain_starts_is_enforced_at_once(webhook, api):
+    assert post(webhook["url"], json={"amount": 1}).status_code == 202
+    api.call("webhook.update", webhook_id=webhook["webhook_id"], secret="s" * 20)
+    response = post(webhook["url"], json={"amount": 1})
+    assert response.status_code == 401 and response.json()["error"]["code"] == "unauthorized"
+    api.call("webhook.update", webhook_id=webhook["webhook_id"], secret=None)
+    assert post(webhook["url"], json={"amount": 1}).status_code == 202
