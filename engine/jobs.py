@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Callable
 
@@ -19,7 +19,7 @@ from sqlalchemy import and_, bindparam, delete, event, exists, func, insert, or_
 from sqlalchemy.orm import Session, aliased
 
 from engine.db import db, is_postgres, utcnow
-from engine.models import Job
+from engine.models import Instance, Job
 
 NOTIFY_CHANNEL = "baton_jobs"
 _wakers: list[Callable[[], None]] = []
@@ -48,6 +48,11 @@ class ClaimedJob:
     kind: str
     payload: dict[str, Any]
     attempts: int
+    # The instance's row as the claim transaction saw it (the columns of ``_INSTANCE_ROWS``), so
+    # that an advance needs no read transaction of its own; None: the job has no instance or it
+    # is gone. A row that changes after the claim fails the advance's revision check, and the
+    # job is tried again with a fresh read.
+    instance_row: Any = field(default=None, compare=False, repr=False)
 
 
 def add_waker(waker: Callable[[Counter], None]) -> None:
@@ -162,11 +167,20 @@ def claim(worker_id: str, lease_seconds: float, limit: int = 1, kinds: KindFilte
             rows = connection.execute(read, {"ids": ids})
         order = {job_id: index for index, job_id in enumerate(ids)}
         rows = sorted(rows.all(), key=lambda row: order[row.id])
+        instance_ids = [row.instance_id for row in rows if row.instance_id is not None]
+        instances = {r.id: r for r in connection.execute(_INSTANCE_ROWS, {"ids": instance_ids})} if instance_ids else {}
         db.session.commit()
     except Exception:
         db.session.rollback()
         raise
-    return [ClaimedJob(*row) for row in rows]
+    return [ClaimedJob(*row, instance_row=instances.get(row.instance_id)) for row in rows]
+
+
+_instances = Instance.__table__
+_INSTANCE_ROWS = (select(_instances.c.id, _instances.c.tenant_id, _instances.c.status, _instances.c.revision,
+                         _instances.c.state, _instances.c.definition_id, _instances.c.variables,
+                         _instances.c.called_definitions, _instances.c.waiting_for)
+                  .where(_instances.c.id.in_(bindparam("ids", expanding=True))))
 
 
 _finish = delete(_jobs).where(_jobs.c.id == bindparam("id"), _jobs.c.locked_by == bindparam("worker_id"))

@@ -87,7 +87,8 @@ class Runner:
         return tuple(self._events)
 
     def advance(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        row = db.session.connection().execute(_LOAD, {"id": job.instance_id}).one_or_none()
+        # The row the claim read (no read transaction of its own), else a fresh read.
+        row = job.instance_row or self._load(job)
         if row is None or row.status != "running":
             self._drop(job, worker_id)
             return
@@ -97,6 +98,12 @@ class Runner:
             self._fail_unchanged(job, worker_id, row, exc.message)
             return
         outbox = chat_operators.Outbox.for_instance(job.instance_id, specs, self.script_engine.sandbox)
+        if outbox is not None and job.instance_row is not None:
+            # A talking process reads its conversation and its row in one transaction.
+            row = self._load(job)
+            if row is None or row.status != "running":
+                self._drop(job, worker_id)
+                return
         db.session.rollback()  # no transaction (nor SQLite write lock) while the engine runs
 
         workflow = store.restore_workflow(row.state, specs, self.script_engine) if row.state else None
@@ -115,6 +122,9 @@ class Runner:
         for work in outcome.dispatch:
             jobs.enqueue(job.tenant_id, operators.OPERATOR, payload={"instance_id": job.instance_id, **work})
         db.session.commit()
+
+    def _load(self, job: jobs.ClaimedJob):
+        return db.session.connection().execute(_LOAD, {"id": job.instance_id}).one_or_none()
 
     def _save(self, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome, pinned: dict) -> bool:
         saved = db.session.connection().execute(_SAVE, {
