@@ -27,6 +27,7 @@ class Settings:
     database_url: str = f"sqlite:///{ROOT / 'instance' / 'baton.db'}"  # DATABASE_URL
     public_url: str = "http://127.0.0.1:5000"                       # BATON_PUBLIC_URL
     workers: int = 2                                                # BATON_WORKERS
+    worker_processes: int = 0                                       # BATON_WORKER_PROCESSES (opt-in)
     call_threads: int = 8                                           # BATON_CALL_THREADS (outbound calls)
     allow_private_urls: bool = False                                # BATON_ALLOW_PRIVATE_URLS
     max_body_bytes: int = 1_048_576                                 # BATON_MAX_BODY_BYTES
@@ -61,6 +62,16 @@ class Settings:
             converted[field.name] = raw
         return cls(**converted)
 
+    def as_environment(self) -> dict[str, str]:
+        """These settings as the environment variables ``from_mapping`` reads (for child processes)."""
+        env = {}
+        for field in fields(self):
+            value = getattr(self, field.name)
+            if value is not None:
+                name = self.ENV.get(field.name, f"BATON_{field.name.upper()}")
+                env[name] = ("1" if value else "0") if isinstance(value, bool) else str(value)
+        return env
+
 
 class Baton:
     """What the app holds besides Flask: settings, and once workers start, the machinery they run.
@@ -77,6 +88,7 @@ class Baton:
         self.ai = None
         self.pool = None
         self.call_pool = None
+        self.processes = None
 
     def start_workers(self, threads: int | None = None):
         from ai import build_provider
@@ -91,6 +103,8 @@ class Baton:
         from engine.timer_starts import TIMER_START, TimerStartRunner
         from engine.worker import WorkerPool
 
+        if threads is None and self.settings.worker_processes > 0:
+            return self.start_worker_processes()
         threads = self.settings.workers if threads is None else threads
         if self.pool is not None or threads <= 0:
             return self.pool
@@ -124,7 +138,33 @@ class Baton:
             self.call_pool.start()
         return self.pool
 
+    def start_worker_processes(self):
+        """``BATON_WORKER_PROCESSES=N``: N supervised ``flask worker`` children instead of threads here."""
+        from engine import jobs
+        from engine.worker_processes import WorkerProcesses, child_command
+
+        settings = self.settings
+        if self.processes is not None or settings.workers <= 0:
+            return self.processes
+        env = {**os.environ, **replace(settings, worker_processes=0).as_environment()}
+        self.processes = WorkerProcesses(settings.worker_processes, child_command(settings.workers), env, ROOT)
+        self.processes.start()
+        if settings.database_url.startswith("sqlite"):  # PostgreSQL wakes them with NOTIFY
+            jobs.add_waker(self.processes.wake)
+        return self.processes
+
+    def wake(self) -> None:
+        for pool in (self.pool, self.call_pool):
+            if pool is not None:
+                pool.wake()
+
     def stop(self) -> None:
+        if self.processes is not None:
+            from engine import jobs
+
+            jobs.remove_waker(self.processes.wake)
+            self.processes.stop()
+            self.processes = None
         for pool in (self.call_pool, self.pool):
             if pool is not None:
                 pool.stop()
@@ -237,13 +277,19 @@ def _register_cli(app: Flask) -> None:
     @app.cli.command("worker")
     @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
                   help="Worker threads in this process.")
-    def worker(threads):
+    @click.option("--wake-from-stdin", is_flag=True, hidden=True,
+                  help="Started by a server with BATON_WORKER_PROCESSES: woken by it, exit when it exits.")
+    def worker(threads, wake_from_stdin):
         """Run background workers in this process until stopped."""
         import signal
 
         baton = app.extensions["baton"]
         pool = baton.start_workers(threads)
         signal.signal(signal.SIGTERM, lambda *_: pool.stop())
+        if wake_from_stdin:
+            from engine.worker_processes import follow_parent
+
+            follow_parent(pool.wake_one, baton.wake, pool.stop)
         click.echo(f"Baton worker running with {threads} thread(s).")
         try:
             pool.join()

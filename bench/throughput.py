@@ -298,13 +298,17 @@ def measure_end_to_end(backend: str, args, workdir: Path, log=print,
                        process: BenchProcess = PROCESSES["order"], count: int | None = None) -> dict:
     """One server (and its workers) on a fresh database; ``count`` (``args.count``) webhook starts."""
     count = args.count if count is None else count
-    if backend == "sqlite":
+    env = {}
+    if backend.startswith("sqlite"):
         database_url = f"sqlite:///{workdir / 'bench.db'}"
         worker_processes = args.sqlite_worker_processes
+        if backend == "sqlite-processes":  # the opt-in: the server supervises its worker processes
+            env["BATON_WORKER_PROCESSES"] = str(args.worker_processes)
     else:
         database_url = create_postgres_database()
         worker_processes = 2
-    env = {"BATON_WORKERS": "0"} if worker_processes else {}
+    if worker_processes:
+        env["BATON_WORKERS"] = "0"
     env.update(args.server_env)
     server = BatonServer(database_url, workdir, **env)
     workers: list[subprocess.Popen] = []
@@ -344,6 +348,9 @@ def measure_end_to_end(backend: str, args, workdir: Path, log=print,
             "backend": backend,
             "topology": (f"server BATON_WORKERS=0 + {worker_processes} `flask worker` processes"
                          if worker_processes else
+                         f"server supervising BATON_WORKER_PROCESSES={env['BATON_WORKER_PROCESSES']} "
+                         f"worker processes (BATON_WORKERS={env.get('BATON_WORKERS', 'default 2')} threads each)"
+                         if "BATON_WORKER_PROCESSES" in env else
                          f"server with in-process workers (BATON_WORKERS={env.get('BATON_WORKERS', 'default 2')})"),
             "requested": count, "accepted": accepted, "completed": completed,
             "statuses": done["counts"], "http_errors": len(load.errors),
@@ -397,6 +404,7 @@ def _versions() -> dict:
 ROW_NAMES = {"raw": "(a)  raw SpiffWorkflow, in memory",
              "sandboxed": "(a') with Baton's sandbox, in memory",
              "sqlite": "(b)  end to end, SQLite",
+             "sqlite-processes": "(b') end to end, SQLite, worker processes",
              "postgresql": "(c)  end to end, PostgreSQL"}
 
 
@@ -441,8 +449,8 @@ def print_summary(report: dict) -> None:
     """All processes side by side: instances/s and the ratios to (a)."""
     processes = report["processes"]
     print()
-    print("{:12} {:>9} {:>9} {:>11} {:>9} {:>7} {:>7} {:>7}".format(
-        "inst/s", "(a) raw", "(a') sbx", "(b) SQLite", "(c) PG", "a'/a", "b/a", "c/a"))
+    print("{:12} {:>9} {:>9} {:>11} {:>11} {:>9} {:>7} {:>7} {:>7} {:>7}".format(
+        "inst/s", "(a) raw", "(a') sbx", "(b) SQLite", "(b') SQ+wp", "(c) PG", "a'/a", "b/a", "b'/a", "c/a"))
     for name, entry in processes.items():
         def rate(result):
             return f"{result['per_s']:.1f}" if result and "error" not in result else "-"
@@ -452,8 +460,9 @@ def print_summary(report: dict) -> None:
             return f"{value['value']:.3f}" if value else "-"
         e2e = entry["end_to_end"]
         print(f"{name:12} {rate(entry['raw']):>9} {rate(entry['sandboxed']):>9} "
-              f"{rate(e2e.get('sqlite')):>11} {rate(e2e.get('postgresql')):>9} "
-              f"{ratio('sandboxed'):>7} {ratio('sqlite'):>7} {ratio('postgresql'):>7}")
+              f"{rate(e2e.get('sqlite')):>11} {rate(e2e.get('sqlite-processes')):>11} "
+              f"{rate(e2e.get('postgresql')):>9} {ratio('sandboxed'):>7} {ratio('sqlite'):>7} "
+              f"{ratio('sqlite-processes'):>7} {ratio('postgresql'):>7}")
 
 
 def print_table(report: dict) -> None:
@@ -467,7 +476,7 @@ def print_table(report: dict) -> None:
 
 def _ratios(name: str, raw: dict, sandboxed: dict, end_to_end: dict) -> dict:
     ratios = {"sandboxed": {"name": "a'/a (sandbox)", "value": sandboxed["per_s"] / raw["per_s"]}}
-    letters = {"sqlite": "b/a", "postgresql": "c/a"}
+    letters = {"sqlite": "b/a", "sqlite-processes": "b'/a", "postgresql": "c/a"}
     for backend, result in end_to_end.items():
         if "error" not in result:
             ratio = {"name": f"{letters[backend]} ({backend} end to end)",
@@ -520,8 +529,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--raw-count", type=int, default=None,
                         help="in-memory instances for (a) and (a'), scaled the same way (default: --count)")
     parser.add_argument("--concurrency", type=int, default=16, help="HTTP client threads (default 16)")
-    parser.add_argument("--backends", default="sqlite,postgresql",
-                        help="comma-separated: sqlite, postgresql (default both)")
+    parser.add_argument("--backends", default="sqlite,sqlite-processes,postgresql",
+                        help="comma-separated: sqlite (embedded default), sqlite-processes (the same "
+                             "with BATON_WORKER_PROCESSES), postgresql (default all three)")
+    parser.add_argument("--worker-processes", type=int, default=2, metavar="N",
+                        help="BATON_WORKER_PROCESSES of the sqlite-processes backend (default 2)")
     parser.add_argument("--max-seconds", type=float, default=20.0,
                         help="stop sending after this long even if the count is not reached (default 20)")
     parser.add_argument("--drain-timeout", type=float, default=120.0,
@@ -541,7 +553,7 @@ def main(argv: list[str] | None = None) -> int:
     args.server_env = dict(item.split("=", 1) for item in args.server_env)
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
     for backend in backends:
-        if backend not in ("sqlite", "postgresql"):
+        if backend not in ("sqlite", "sqlite-processes", "postgresql"):
             parser.error(f"unknown backend {backend!r}")
     names = [n.strip() for n in args.processes.split(",") if n.strip()]
     for name in names:
@@ -563,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         "options": {"processes": names, "count": args.count, "raw_count": args.raw_count,
                     "concurrency": args.concurrency,
                     "sqlite_worker_processes": args.sqlite_worker_processes,
+                    "worker_processes": args.worker_processes,
                     "backends": backends, "quick": args.quick, "max_seconds": args.max_seconds,
                     "server_env": args.server_env},
         "run_seconds": round(time.monotonic() - started, 1),

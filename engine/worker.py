@@ -73,19 +73,27 @@ class WorkerPool:
             thread.join(timeout)
 
     def wake(self, ready: Counter | None = None) -> None:
-        """Wake threads for ``ready`` jobs (per kind; None: wake every thread). A pool that claims
-        one job at a time wakes one thread per job of its kinds; a batch-claiming pool wakes them all
-        (the first awake takes a batch, the others find what is left)."""
+        """Wake threads for ``ready`` jobs (per kind; None: wake every thread): one waiting thread
+        per job of its kinds."""
         if ready is not None:
             count = sum(n for kind, n in ready.items() if self.kinds is None or self.kinds.runs(kind))
             if not count:
                 return
         with self._cond:
             self._signal += 1
-            if ready is not None and self.claim_batch == 1:
+            if ready is not None:
+                # One thread per ready job at most (a batch-claiming thread may take several):
+                # waking every thread for one job made the others run empty claims, each a
+                # write transaction on SQLite. A busy thread claims again when it is done.
                 self._cond.notify(count)
             else:
                 self._cond.notify_all()
+
+    def wake_one(self) -> None:
+        """Wake one waiting thread (a busy one sees the signal and claims again when it is done)."""
+        with self._cond:
+            self._signal += 1
+            self._cond.notify(1)
 
     def join(self) -> None:
         """Block until stopped (the ``flask worker`` command's main thread)."""

@@ -1,0 +1,130 @@
+"""``BATON_WORKER_PROCESSES=N``: the server supervises N worker processes, over real HTTP.
+
+The children are found in /proc (children of the server whose command line is
+``flask ... worker ... --wake-from-stdin``). A child is killed with SIGKILL in the middle of a
+burst of webhook starts: the server starts a new one, the killed child's leased jobs are claimed
+again when their lease runs out, and every start answered 202 completes exactly once. When the
+server itself is killed, its children see the end of their stdin pipe and exit.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+import requests
+from sqlalchemy import create_engine, text
+
+from tests.conftest import BACKENDS, make_database_url
+from tests.harness import BatonServer, bpmn, drop_postgres_database
+
+CALLS = 200
+KILL_AFTER = 60
+
+
+def worker_children(server_pid: int) -> list[int]:
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == server_pid and b"--wake-from-stdin" in cmdline:
+            found.append(int(stat.parent.name))
+    return sorted(found)
+
+
+def wait_for(condition, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def database(backend, tmp_path_factory):
+    url = make_database_url(backend, tmp_path_factory)
+    yield url
+    if backend == "postgresql":
+        drop_postgres_database(url)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_killed_worker_process_is_replaced_and_no_start_is_lost(backend, database, tmp_path):
+    server = BatonServer(database, tmp_path, BATON_WORKER_PROCESSES="2", BATON_JOB_LEASE_S="2")
+    try:
+        server.start()
+        key = server.create_tenant("wp")
+        url = server.api(key).deploy(bpmn("webhook_order.bpmn"), code="wp")["webhooks"][0]["url"]
+        children = wait_for(lambda: len(worker_children(server.process.pid)) == 2
+                            and worker_children(server.process.pid), 60, "two worker processes")
+
+        answered: dict[int, int] = {}
+        killed: list[int] = []
+
+        def start(seq: int):
+            response = requests.post(url, json={"amount": 60, "seq": seq}, timeout=60)
+            assert response.status_code == 202, response.text
+            answered[seq] = response.json()["instance_id"]
+            if len(answered) >= KILL_AFTER and not killed:
+                killed.append(children[0])
+                os.kill(children[0], signal.SIGKILL)
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            for future in [pool.submit(start, seq) for seq in range(CALLS)]:
+                future.result()
+        assert killed and len(answered) == CALLS
+
+        replaced = wait_for(lambda: (lambda now: len(now) == 2 and killed[0] not in now and now)(
+            worker_children(server.process.pid)), 30, "a new worker process")
+        assert children[1] in replaced  # the other child was left alone
+
+        engine = create_engine(database)
+        try:
+            def all_completed():
+                with engine.connect() as conn:
+                    return conn.execute(text("SELECT count(*) FROM instances WHERE status = 'completed'")).scalar() \
+                        == CALLS
+            wait_for(all_completed, 120, "every instance completed")
+            with engine.connect() as conn:
+                rows = conn.execute(text("SELECT id, status FROM instances")).all()
+                jobs_left = conn.execute(text("SELECT count(*) FROM jobs")).scalar()
+        finally:
+            engine.dispose()
+        assert sorted(r.id for r in rows) == sorted(answered.values())  # one instance per call
+        assert {r.status for r in rows} == {"completed"} and jobs_left == 0
+        status = server.api(key).call("process.status", instance_id=answered[0])
+        assert status["status"] == "completed" and status["variables"] == {"total": 120, "label": "big"}
+    finally:
+        server.stop()
+
+
+def test_worker_processes_exit_with_the_server(tmp_path):
+    server = BatonServer(f"sqlite:///{tmp_path / 'wp.db'}", tmp_path, BATON_WORKER_PROCESSES="2")
+    children: list[int] = []
+    try:
+        server.start()
+        children = wait_for(lambda: len(worker_children(server.process.pid)) == 2
+                            and worker_children(server.process.pid), 60, "two worker processes")
+        server.kill()  # SIGKILL: no clean-up in the server; the children see their stdin close
+        wait_for(lambda: not any(alive(pid) for pid in children), 30, "the worker processes to exit")
+    finally:
+        server.stop()
+        for pid in children:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
