@@ -71,9 +71,11 @@ class ScopeEndJoin(_EndJoin):
         return True
 
     def _run_hook(self, my_task):
-        for task in my_task.workflow.get_tasks(state=TaskState.NOT_FINISHED_MASK, skip_subprocesses=True):
-            if is_idle_event_subprocess(task):
-                task.cancel()
+        # Only a scope with an event subprocess can hold one (a walk of the whole tree otherwise).
+        if any(isinstance(spec, EventSubprocess) for spec in my_task.workflow.spec.task_specs.values()):
+            for task in my_task.workflow.get_tasks(state=TaskState.NOT_FINISHED_MASK, skip_subprocesses=True):
+                if is_idle_event_subprocess(task):
+                    task.cancel()
         return super()._run_hook(my_task)
 
 

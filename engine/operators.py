@@ -53,6 +53,10 @@ class CallFailed(Exception):
 def operator_tasks_to_dispatch(workflow) -> list[dict[str, Any]]:
     """Ready operator tasks not yet handed to a job; marks them so each is dispatched once."""
     found = []
+    if not any(getattr(ts, "manual", False) and (getattr(ts, "extensions", None) or {}).get("operator")
+               for spec in (workflow.spec, *workflow.subprocess_specs.values())
+               for ts in spec.task_specs.values()):
+        return found  # no operator task in the process (a walk of the whole task tree otherwise)
     for task in workflow.get_tasks(state=TaskState.READY):
         operator = task.task_spec.extensions.get("operator") if task.task_spec.manual else None
         if operator and operator not in INLINE_OPERATORS and not task.internal_data.get(DISPATCHED):

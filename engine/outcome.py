@@ -110,6 +110,10 @@ def current_variables(workflow: BpmnWorkflow) -> dict[str, Any]:
 
 
 def _output_keys(workflow: BpmnWorkflow) -> list[str] | None:
+    if not any(isinstance(ts, EndEvent) and ts.extensions.get("properties", {}).get("output_keys")
+               for spec in (workflow.spec, *workflow.subprocess_specs.values())
+               for ts in spec.task_specs.values()):
+        return None  # no end event names any (a walk of the whole task tree otherwise)
     keys: list[str] = []
     for task in workflow.get_tasks(state=TaskState.COMPLETED):
         if isinstance(task.task_spec, EndEvent):

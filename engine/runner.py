@@ -184,7 +184,7 @@ class Runner:
         if workflow is not None:  # already started: a replayed start job changes nothing
             return workflow
         workflow = store.new_workflow(payload["_specs"], self.script_engine)
-        start = workflow.get_tasks(state=TaskState.READY)[0]
+        start = workflow.get_next_task(state=TaskState.READY)
         start.data.update(payload.get("variables") or {})
         return workflow
 
