@@ -189,6 +189,14 @@ _next_of_instance = (select(_jobs.c.kind)
                      .limit(1))
 
 
+_next_job = _jobs.alias("next_job")
+_finish_returning_next = _finish.returning(
+    select(_next_job.c.kind)
+    .where(_next_job.c.instance_id == bindparam("instance_id"), _next_job.c.run_at <= bindparam("now"),
+           _next_job.c.id != bindparam("job_id"))
+    .limit(1).scalar_subquery())
+
+
 def finish(job: ClaimedJob, worker_id: str) -> bool:
     """Delete a done job inside the caller's transaction; False if the lease was lost meanwhile.
 
@@ -196,12 +204,21 @@ def finish(job: ClaimedJob, worker_id: str) -> bool:
     held back only by this one.
     """
     connection = db.session.connection()
-    if connection.execute(_finish, {"id": job.id, "worker_id": worker_id}).rowcount != 1:
-        return False
-    if job.instance_id is not None:
-        next_kind = connection.execute(_next_of_instance, {"instance_id": job.instance_id, "now": utcnow()}).scalar()
-        if next_kind is not None:
-            notify_on_commit(next_kind)
+    if job.instance_id is not None and connection.dialect.delete_returning:
+        # One statement: the delete returns the kind of the instance's next due job, if any.
+        rows = connection.execute(_finish_returning_next, {
+            "id": job.id, "worker_id": worker_id, "instance_id": job.instance_id, "now": utcnow(),
+            "job_id": job.id}).all()
+        if len(rows) != 1:
+            return False
+        next_kind = rows[0][0]
+    else:
+        if connection.execute(_finish, {"id": job.id, "worker_id": worker_id}).rowcount != 1:
+            return False
+        next_kind = None if job.instance_id is None else connection.execute(
+            _next_of_instance, {"instance_id": job.instance_id, "now": utcnow()}).scalar()
+    if next_kind is not None:
+        notify_on_commit(next_kind)
     return True
 
 
