@@ -39,10 +39,8 @@ hosts and the connection pools are warm. Results go to bench/results/chat-latenc
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
-import platform
 import shutil
 import statistics
 import sys
@@ -59,7 +57,7 @@ if str(ROOT) not in sys.path:
 
 import requests  # noqa: E402
 
-from bench.throughput import _git_commit, _percentile, _versions  # noqa: E402
+from bench.common import percentile, run_header  # noqa: E402
 from tests.fake_openai import FakeOpenAI  # noqa: E402
 from tests.harness import BatonServer  # noqa: E402
 from tests.receiver import Receiver  # noqa: E402
@@ -202,9 +200,9 @@ def _ms(values: list[float]) -> dict:
     if not values:
         return {}
     return {"count": len(values),
-            "p50": round(_percentile(values, 50) * 1000, 2),
-            "p90": round(_percentile(values, 90) * 1000, 2),
-            "p99": round(_percentile(values, 99) * 1000, 2),
+            "p50": round(percentile(values, 50) * 1000, 2),
+            "p90": round(percentile(values, 90) * 1000, 2),
+            "p99": round(percentile(values, 99) * 1000, 2),
             "mean": round(statistics.fmean(values) * 1000, 2),
             "min": round(min(values) * 1000, 2),
             "max": round(max(values) * 1000, 2)}
@@ -390,11 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     report = {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": _git_commit(),
-        "machine": {"cores": os.cpu_count(), "platform": platform.platform(), **_versions(),
-                    "load_average_before": [round(x, 2) for x in load_before],
-                    "load_average_after": [round(x, 2) for x in os.getloadavg()]},
+        **run_header(load_before),
         "options": {"rate": args.rate, "seconds": args.seconds, "warmup": args.warmup, "paths": list(paths),
                     "client_threads": args.client_threads, "healthz_interval": args.healthz_interval,
                     "quick": args.quick, "server_env": args.server_env},

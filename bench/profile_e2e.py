@@ -16,7 +16,6 @@ import argparse
 import json
 import pstats
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,22 +37,8 @@ class ProfiledServer(BatonServer):
 
     APP = "bench.profiled_app"
 
-    def start(self, timeout: float = 60.0) -> "ProfiledServer":
-        with open(self.log_path, "a") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "flask", "--app", self.APP, "serve", "--port", str(self.port),
-                 *self.serve_args], cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
-            try:
-                if requests.get(self.base_url + "/readyz", timeout=1).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"server did not become ready: {self.log_path.read_text()[-3000:]}")
+    def _flask_args(self) -> list[str]:
+        return [*super()._flask_args(), *self.serve_args]
 
     def dump_and_stop(self) -> None:
         self.process.terminate()  # profiled_app writes its results on SIGTERM, then exits

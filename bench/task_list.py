@@ -48,12 +48,10 @@ import datetime as dt
 import json
 import math
 import os
-import platform
 import random
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -66,6 +64,7 @@ if str(ROOT) not in sys.path:
 
 from sqlalchemy import case, create_engine, event, func, insert, select, text  # noqa: E402
 
+from bench.common import percentile, run_header  # noqa: E402
 from tests.harness import (Api, BatonServer, bpmn, create_postgres_database,  # noqa: E402
                            drop_postgres_database)
 
@@ -233,12 +232,6 @@ class Filler:
 # =============================================================================================
 # Measuring
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, math.ceil(q / 100 * len(ordered)) - 1))
-    return ordered[index]
-
-
 def define_calls(api: Api, instance_id: int, definition_id: int) -> dict[str, dict]:
     total = api.call("task.list")["total"]
     last = max(1, math.ceil(total / PER_PAGE))
@@ -283,7 +276,7 @@ def time_rounds(targets: dict[str, tuple[Api, dict[str, dict]]], repeats: int,
                 if round_ >= warmup:
                     samples[label][name].append(elapsed)
     return {label: {name: {"median_ms": round(statistics.median(values), 2),
-                           "p90_ms": round(_percentile(values, 90), 2), "min_ms": round(min(values), 2),
+                           "p90_ms": round(percentile(values, 90), 2), "min_ms": round(min(values), 2),
                            "max_ms": round(max(values), 2), "n": len(values)}
                     for name, values in per_call.items()}
             for label, per_call in samples.items()}
@@ -527,35 +520,6 @@ def measure_backend(backend: str, args, workdir: Path, log=print) -> dict:
 # =============================================================================================
 # Report
 
-def _git_commit() -> str:
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
-                                text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True).stdout.strip()
-        return commit + ("-dirty" if dirty else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def _versions(backends: dict) -> dict:
-    import sqlite3
-    from importlib.metadata import version
-
-    versions = {"python": platform.python_version(), "sqlite": sqlite3.sqlite_version,
-                "SQLAlchemy": version("SQLAlchemy"), "waitress": version("waitress")}
-    if "postgresql" in backends:
-        try:
-            import psycopg
-
-            from tests.harness import POSTGRES_ADMIN_DSN
-            with psycopg.connect(POSTGRES_ADMIN_DSN, connect_timeout=5) as conn:
-                versions["postgresql"] = conn.execute("SHOW server_version").fetchone()[0]
-        except Exception:  # noqa: BLE001 - the version is decoration
-            pass
-    return versions
-
-
 def print_table(report: dict) -> None:
     for backend, result in report["backends"].items():
         print()
@@ -611,6 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         if backend not in ("sqlite", "postgresql"):
             parser.error(f"unknown backend {backend!r}")
 
+    run_load_before = os.getloadavg()
     results = {}
     for backend in backends:
         workdir = Path(tempfile.mkdtemp(prefix=f"baton-bench-tasks-{backend}-"))
@@ -626,9 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     met = all("error" not in r and all(v["met"] for v in r["ratios"].values() if v["targeted"])
               for r in results.values())
     report = {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "git_commit": _git_commit(),
-        "machine": {"cores": os.cpu_count(), "platform": platform.platform(), **_versions(results)},
+        **run_header(run_load_before, postgresql="postgresql" in results),
         "options": {"backends": backends, "small": args.small, "large": args.large, "repeats": args.repeats,
                     "warmup": args.warmup, "per_page": PER_PAGE, "tasks_per_instance": TASKS_PER_INSTANCE,
                     "completed_share": COMPLETED_SHARE, "seed": args.seed, "quick": args.quick,

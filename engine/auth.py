@@ -12,11 +12,12 @@ import re
 import secrets
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 
 from engine.db import db, iso, utcnow
 from engine.errors import ConflictError, ForbiddenError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.models import ApiKey, Tenant
+from engine.paging import page_of
 
 ADMIN = "admin"
 # Method groups that need ``admin``: a key granted ``definition.*`` would be granted nothing.
@@ -109,14 +110,10 @@ def create_tenant(name: str) -> tuple[Tenant, str]:
 
 
 def list_keys(tenant_id: int, *, page: int, per_page: int) -> dict:
-    total = db.session.execute(
-        select(func.count()).select_from(ApiKey).where(ApiKey.tenant_id == tenant_id)).scalar_one()
-    rows = db.session.execute(
-        select(ApiKey).where(ApiKey.tenant_id == tenant_id).order_by(ApiKey.id.desc())
-        .limit(per_page).offset((page - 1) * per_page)).scalars()
-    items = [{"key_id": r.id, "name": r.name, "prefix": r.prefix, "permissions": r.permissions,
-              "created_at": iso(r.created_at), "revoked_at": iso(r.revoked_at)} for r in rows]
-    return {"items": items, "page": page, "per_page": per_page, "total": total}
+    return page_of(select(ApiKey).where(ApiKey.tenant_id == tenant_id), ApiKey.id, page=page, per_page=per_page,
+                   scalars=True, item=lambda r: {
+                       "key_id": r.id, "name": r.name, "prefix": r.prefix, "permissions": r.permissions,
+                       "created_at": iso(r.created_at), "revoked_at": iso(r.revoked_at)})
 
 
 def revoke_key(tenant_id: int, key_id: int) -> dict:

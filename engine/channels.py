@@ -19,6 +19,7 @@ from engine.db import db, is_postgres, iso
 from engine.errors import BpmnValidationError, ConflictError, InvalidParamsError, NotFoundError
 from engine.models import Channel, Conversation, Definition, Delivery, Message
 from engine.outbound import OutboundHttp
+from engine.paging import page_of
 
 TYPES = ("webchat", "telegram", "whatsapp", "viber")
 SUPPORTED_TYPES = ("webchat",)
@@ -116,10 +117,8 @@ def list_channels(tenant_id: int, *, type_: str | None, page: int, per_page: int
     conditions = [Channel.tenant_id == tenant_id]
     if type_ is not None:
         conditions.append(Channel.type == type_)
-    total = db.session.execute(select(func.count()).select_from(Channel).where(*conditions)).scalar_one()
-    rows = db.session.execute(select(Channel).where(*conditions).order_by(Channel.id.desc())
-                              .limit(per_page).offset((page - 1) * per_page)).scalars()
-    return {"items": [_summary(c) for c in rows], "page": page, "per_page": per_page, "total": total}
+    return page_of(select(Channel).where(*conditions), Channel.id, page=page, per_page=per_page,
+                   scalars=True, item=_summary)
 
 
 def delete_channel(tenant_id: int, config_id: int) -> dict[str, Any]:

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from engine import ai_chat, channels, chat_operators, instances, jobs
 from engine.db import db, iso, utcnow
 from engine.errors import ConflictError, ForbiddenError, NotFoundError
 from engine.models import Channel, Conversation, Delivery, Instance, Message
+from engine.paging import page_of
 
 SEND_PERMISSION = "conversation.send"
 DELIVERY_STATES = ("queued", "sent", "dead")
@@ -142,28 +143,21 @@ def list_conversations(tenant_id: int, *, channel_type: str | None, page: int, p
     if channel_type is not None:
         conditions.append(Channel.type == channel_type)
     base = select(Conversation, Channel.type).join(Channel, Channel.id == Conversation.channel_id).where(*conditions)
-    total = db.session.execute(select(func.count()).select_from(base.subquery())).scalar_one()
-    rows = db.session.execute(base.order_by(Conversation.id.desc())
-                              .limit(per_page).offset((page - 1) * per_page)).all()
-    items = [{"binding_id": c.id, "channel": channel, "config_id": c.channel_id, "chat_id": c.chat_id,
-              "external_user_id": c.external_user_id, "external_username": c.external_username,
-              "instance_id": c.instance_id, "started_at": iso(c.started_at),
-              "last_message_at": iso(c.last_message_at)} for c, channel in rows]
-    return {"items": items, "page": page, "per_page": per_page, "total": total}
+    return page_of(base, Conversation.id, page=page, per_page=per_page, item=lambda row: {
+        "binding_id": row[0].id, "channel": row[1], "config_id": row[0].channel_id, "chat_id": row[0].chat_id,
+        "external_user_id": row[0].external_user_id, "external_username": row[0].external_username,
+        "instance_id": row[0].instance_id, "started_at": iso(row[0].started_at),
+        "last_message_at": iso(row[0].last_message_at)})
 
 
 def list_messages(tenant_id: int, binding_id: int, *, page: int, per_page: int) -> dict[str, Any]:
     """A conversation's messages (active or closed), newest first, each with its delivery's state."""
     conversation = _get(tenant_id, binding_id)
-    total = db.session.execute(select(func.count()).select_from(Message)
-                               .where(Message.conversation_id == conversation.id)).scalar_one()
-    rows = db.session.execute(
-        select(Message, Delivery.status).outerjoin(Delivery, Delivery.id == Message.delivery_id)
-        .where(Message.conversation_id == conversation.id).order_by(Message.id.desc())
-        .limit(per_page).offset((page - 1) * per_page)).all()
-    items = [{"message_id": m.id, "direction": m.direction, "text": m.text, "author": m.author,
-              "created_at": iso(m.created_at), "delivery": _delivery_state(m, status)} for m, status in rows]
-    return {"items": items, "page": page, "per_page": per_page, "total": total}
+    query = (select(Message, Delivery.status).outerjoin(Delivery, Delivery.id == Message.delivery_id)
+             .where(Message.conversation_id == conversation.id))
+    return page_of(query, Message.id, page=page, per_page=per_page, item=lambda row: {
+        "message_id": row[0].id, "direction": row[0].direction, "text": row[0].text, "author": row[0].author,
+        "created_at": iso(row[0].created_at), "delivery": _delivery_state(row[0], row[1])})
 
 
 def _delivery_state(message: Message, status: str | None) -> str | None:

@@ -14,6 +14,7 @@ from engine import channels, timer_starts
 from engine.db import db, iso
 from engine.errors import BpmnValidationError, InvalidParamsError, NotFoundError
 from engine.models import Definition, WebhookRoute
+from engine.paging import page_of
 
 _CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
 CHANNEL_TRIGGERS = channels.TYPES  # the start event triggers that name a channel
@@ -108,11 +109,8 @@ def list_definitions(tenant_id: int, *, code: str | None, page: int, per_page: i
     conditions = [Definition.tenant_id == tenant_id]
     if code is not None:
         conditions.append(Definition.code == code)
-    total = db.session.execute(select(func.count()).select_from(Definition).where(*conditions)).scalar_one()
-    rows = db.session.execute(
-        select(Definition).where(*conditions).order_by(Definition.id.desc())
-        .limit(per_page).offset((page - 1) * per_page)).scalars()
-    return {"items": [_summary(d) for d in rows], "page": page, "per_page": per_page, "total": total}
+    return page_of(select(Definition).where(*conditions), Definition.id, page=page, per_page=per_page,
+                   scalars=True, item=_summary)
 
 
 def get_definition(tenant_id: int, definition_id: int) -> dict[str, Any]:

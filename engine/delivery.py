@@ -46,12 +46,13 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 from uuid import uuid4
 
-from sqlalchemy import bindparam, case, func, or_, select, text, update
+from sqlalchemy import bindparam, case, or_, select, text, update
 
 from engine import jobs
 from engine.db import db, is_postgres, iso, utcnow
 from engine.errors import ConflictError, NotFoundError, OutboundError, OutboundRefusedError
 from engine.models import Channel, Delivery, Job
+from engine.paging import page_of
 
 log = logging.getLogger("baton.delivery")
 
@@ -306,18 +307,16 @@ def list_deliveries(tenant_id: int, *, status: str | None, page: int, per_page: 
     conditions = [Delivery.tenant_id == tenant_id]
     if status is not None:
         conditions.append(Delivery.status == status)
-    total = db.session.execute(select(func.count()).select_from(Delivery).where(*conditions)).scalar_one()
-    rows = db.session.execute(
-        select(Delivery.id, Delivery.delivery_uid, Delivery.channel_id, Delivery.event, Delivery.url,
-               Delivery.status, Delivery.attempts, Delivery.last_status, Delivery.last_error,
-               Delivery.created_at, Delivery.next_attempt_at, Delivery.sent_at)
-        .where(*conditions).order_by(Delivery.id.desc()).limit(per_page).offset((page - 1) * per_page)).all()
+    query = select(Delivery.id, Delivery.delivery_uid, Delivery.channel_id, Delivery.event, Delivery.url,
+                   Delivery.status, Delivery.attempts, Delivery.last_status, Delivery.last_error,
+                   Delivery.created_at, Delivery.next_attempt_at, Delivery.sent_at).where(*conditions)
+    listed = page_of(query, Delivery.id, page=page, per_page=per_page, item=lambda r: {
+        "delivery_id": r.id, "delivery_uid": r.delivery_uid, "channel_id": r.channel_id, "event": r.event,
+        "url": r.url, "status": r.status, "attempts": r.attempts, "last_status": r.last_status,
+        "last_error": r.last_error, "created_at": iso(r.created_at),
+        "next_attempt_at": iso(r.next_attempt_at), "sent_at": iso(r.sent_at)})
     db.session.rollback()
-    items = [{"delivery_id": r.id, "delivery_uid": r.delivery_uid, "channel_id": r.channel_id, "event": r.event,
-              "url": r.url, "status": r.status, "attempts": r.attempts, "last_status": r.last_status,
-              "last_error": r.last_error, "created_at": iso(r.created_at),
-              "next_attempt_at": iso(r.next_attempt_at), "sent_at": iso(r.sent_at)} for r in rows]
-    return {"items": items, "page": page, "per_page": per_page, "total": total}
+    return listed
 
 
 def retry(tenant_id: int, delivery_id: int) -> dict[str, Any]:

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 
 from engine import chat_operators, jobs, tasks
 from engine.db import db, iso, utcnow
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.models import Definition, Instance, Job
+from engine.paging import page_of
 from engine.runner import MESSAGE, RETRY, START
 
 STATUSES = ("running", "completed", "cancelled", "failed")
@@ -106,14 +107,11 @@ def list_instances(tenant_id: int, *, status: str | None, definition_id: int | N
         conditions.append(Instance.status == status)
     if definition_id is not None:
         conditions.append(Instance.definition_id == definition_id)
-    total = db.session.execute(select(func.count()).select_from(Instance).where(*conditions)).scalar_one()
-    rows = db.session.execute(
-        select(Instance.id, Instance.status, Instance.definition_id, Instance.started_at, Instance.completed_at)
-        .where(*conditions).order_by(Instance.id.desc())
-        .limit(per_page).offset((page - 1) * per_page)).all()
-    items = [{"instance_id": r.id, "status": r.status, "definition_id": r.definition_id,
-              "started_at": iso(r.started_at), "completed_at": iso(r.completed_at)} for r in rows]
-    return {"items": items, "page": page, "per_page": per_page, "total": total}
+    query = select(Instance.id, Instance.status, Instance.definition_id, Instance.started_at,
+                   Instance.completed_at).where(*conditions)
+    return page_of(query, Instance.id, page=page, per_page=per_page, item=lambda r: {
+        "instance_id": r.id, "status": r.status, "definition_id": r.definition_id,
+        "started_at": iso(r.started_at), "completed_at": iso(r.completed_at)})
 
 
 def send_message(tenant_id: int, instance_id: int, message: str,

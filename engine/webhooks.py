@@ -8,7 +8,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, func, select, text
+from sqlalchemy import and_, bindparam, delete, select, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
@@ -17,6 +17,7 @@ from engine.db import db, iso, utcnow
 from engine.definitions import new_webhook_id, webhook_url
 from engine.errors import BadRequestError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.models import Definition, IdempotencyRecord, WebhookRoute
+from engine.paging import page_of
 from engine.runner import START
 
 log = logging.getLogger("baton.webhooks")
@@ -143,13 +144,8 @@ def _tenant_route(tenant_id: int, webhook_id: str) -> WebhookRoute:
 
 
 def list_routes(tenant_id: int, public_url: str, *, page: int, per_page: int) -> dict[str, Any]:
-    query = select(WebhookRoute).where(WebhookRoute.tenant_id == tenant_id)
-    total = db.session.execute(select(func.count()).select_from(WebhookRoute)
-                               .where(WebhookRoute.tenant_id == tenant_id)).scalar_one()
-    rows = db.session.execute(query.order_by(WebhookRoute.id.desc())
-                              .limit(per_page).offset((page - 1) * per_page)).scalars()
-    return {"items": [_route_summary(r, public_url) for r in rows],
-            "page": page, "per_page": per_page, "total": total}
+    return page_of(select(WebhookRoute).where(WebhookRoute.tenant_id == tenant_id), WebhookRoute.id,
+                   page=page, per_page=per_page, scalars=True, item=lambda r: _route_summary(r, public_url))
 
 
 def rotate(tenant_id: int, webhook_id: str, public_url: str) -> dict[str, Any]:

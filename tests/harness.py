@@ -101,98 +101,38 @@ class Api:
             time.sleep(0.02)
 
 
-class BatonServer:
-    """``flask --app app serve`` in a subprocess, on a free port, against ``database_url``."""
+class _BatonProcess:
+    """A ``flask --app app ...`` child process: started until ready, stopped or killed with ``kill -9``."""
 
-    def __init__(self, database_url: str, workdir: Path, **env: str):
+    kind = "process"
+    APP = "app"
+
+    def __init__(self, database_url: str, workdir: Path, log_path: Path, env: dict[str, str]):
         self.database_url = database_url
         self.workdir = workdir
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.env = {**os.environ, "DATABASE_URL": database_url, "BATON_PUBLIC_URL": self.base_url,
-                    "BATON_ALLOW_PRIVATE_URLS": "1", "BATON_SCRIPT_TIMEOUT_S": "2", "BATON_HTTP_RETRY_BASE_S": "0.2",
-                    "PYTHONUNBUFFERED": "1", **env}
+        self.log_path = log_path
+        self.env = env
         self.process: subprocess.Popen | None = None
-        self.log_path = workdir / f"server-{self.port}.log"
 
-    def command(self, *args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "flask", "--app", "app", *args], cwd=ROOT,
-                              env=self.env, capture_output=True, text=True, timeout=120)
+    def _flask_args(self) -> list[str]:
+        raise NotImplementedError
 
-    def create_tenant(self, name: str) -> str:
-        result = self.command("tenant", "create", name)
-        assert result.returncode == 0, result.stderr
-        return result.stdout.strip().splitlines()[-1]
+    def _is_ready(self, log_offset: int) -> bool:
+        raise NotImplementedError
 
-    def start(self, timeout: float = 60.0) -> "BatonServer":
-        with open(self.log_path, "a") as log:  # the child keeps its own copy of the descriptor
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "flask", "--app", "app", "serve", "--port", str(self.port)],
-                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"server exited: {self.log_path.read_text()[-3000:]}")
-            try:
-                if requests.get(self.base_url + "/readyz", timeout=1).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"server did not become ready: {self.log_path.read_text()[-3000:]}")
-
-    def kill(self) -> None:
-        """``kill -9``: no clean-up of any kind."""
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def api(self, key: str | None, path: str = "/v1/rpc") -> Api:
-        return Api(self.base_url, key, path)
-
-    def output(self) -> str:
-        return self.log_path.read_text()
-
-
-class BatonWorker:
-    """``flask --app app worker --threads N`` in a subprocess against ``database_url`` (no HTTP)."""
-
-    READY_LINE = "Baton worker running"
-
-    def __init__(self, database_url: str, workdir: Path, threads: int = 1, **env: str):
-        self.database_url = database_url
-        self.workdir = workdir
-        self.threads = threads
-        self.env = {**os.environ, "DATABASE_URL": database_url, "BATON_ALLOW_PRIVATE_URLS": "1",
-                    "BATON_SCRIPT_TIMEOUT_S": "2", "BATON_WORKERS": str(threads),
-                    "PYTHONUNBUFFERED": "1", **env}
-        self.process: subprocess.Popen | None = None
-        self.log_path = workdir / f"worker-{uuid.uuid4().hex[:8]}.log"
-
-    def start(self, timeout: float = 60.0) -> "BatonWorker":
+    def start(self, timeout: float = 60.0):
         offset = self.log_path.stat().st_size if self.log_path.exists() else 0
-        with open(self.log_path, "a") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-m", "flask", "--app", "app", "worker", "--threads", str(self.threads)],
-                cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        with open(self.log_path, "a") as log:  # the child keeps its own copy of the descriptor
+            self.process = subprocess.Popen([sys.executable, "-m", "flask", "--app", self.APP, *self._flask_args()],
+                                            cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"worker exited: {self.output()[-3000:]}")
-            with open(self.log_path, errors="replace") as log:
-                log.seek(offset)
-                if self.READY_LINE in log.read():
-                    return self
+                raise RuntimeError(f"{self.kind} exited: {self.output()[-3000:]}")
+            if self._is_ready(offset):
+                return self
             time.sleep(0.1)
-        raise RuntimeError(f"worker did not start: {self.output()[-3000:]}")
+        raise RuntimeError(f"{self.kind} did not become ready: {self.output()[-3000:]}")
 
     def kill(self) -> None:
         """``kill -9``: no clean-up of any kind."""
@@ -210,3 +150,59 @@ class BatonWorker:
 
     def output(self) -> str:
         return self.log_path.read_text(errors="replace")
+
+
+class BatonServer(_BatonProcess):
+    """``flask --app app serve`` in a subprocess, on a free port, against ``database_url``."""
+
+    kind = "server"
+
+    def __init__(self, database_url: str, workdir: Path, **env: str):
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        super().__init__(database_url, workdir, workdir / f"server-{self.port}.log", {
+            **os.environ, "DATABASE_URL": database_url, "BATON_PUBLIC_URL": self.base_url,
+            "BATON_ALLOW_PRIVATE_URLS": "1", "BATON_SCRIPT_TIMEOUT_S": "2", "BATON_HTTP_RETRY_BASE_S": "0.2",
+            "PYTHONUNBUFFERED": "1", **env})
+
+    def _flask_args(self) -> list[str]:
+        return ["serve", "--port", str(self.port)]
+
+    def _is_ready(self, log_offset: int) -> bool:
+        try:
+            return requests.get(self.base_url + "/readyz", timeout=1).status_code == 200
+        except requests.RequestException:
+            return False
+
+    def command(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "flask", "--app", "app", *args], cwd=ROOT,
+                              env=self.env, capture_output=True, text=True, timeout=120)
+
+    def create_tenant(self, name: str) -> str:
+        result = self.command("tenant", "create", name)
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip().splitlines()[-1]
+
+    def api(self, key: str | None, path: str = "/v1/rpc") -> Api:
+        return Api(self.base_url, key, path)
+
+
+class BatonWorker(_BatonProcess):
+    """``flask --app app worker --threads N`` in a subprocess against ``database_url`` (no HTTP)."""
+
+    kind = "worker"
+    READY_LINE = "Baton worker running"
+
+    def __init__(self, database_url: str, workdir: Path, threads: int = 1, **env: str):
+        self.threads = threads
+        super().__init__(database_url, workdir, workdir / f"worker-{uuid.uuid4().hex[:8]}.log", {
+            **os.environ, "DATABASE_URL": database_url, "BATON_ALLOW_PRIVATE_URLS": "1",
+            "BATON_SCRIPT_TIMEOUT_S": "2", "BATON_WORKERS": str(threads), "PYTHONUNBUFFERED": "1", **env})
+
+    def _flask_args(self) -> list[str]:
+        return ["worker", "--threads", str(self.threads)]
+
+    def _is_ready(self, log_offset: int) -> bool:
+        with open(self.log_path, errors="replace") as log:
+            log.seek(log_offset)
+            return self.READY_LINE in log.read()

@@ -19,22 +19,13 @@ from bpmn.issues import INTERNAL_MESSAGE
 from bpmn.parser import BatonBpmnParser
 from engine.errors import BatonError, BpmnValidationError
 from engine.sandbox import Sandbox, SandboxScriptEngine
+from tests.unit.refusals import refusal
 
 FIXTURES = Path(__file__).resolve().parents[1] / "bpmn"
 
 
 def fixture(name: str) -> bytes:
     return (FIXTURES / name).read_bytes()
-
-
-def refusal(source: str | bytes) -> list[dict]:
-    with pytest.raises(BpmnValidationError) as caught:
-        bpmn.parse_definition(source)
-    errors = caught.value.errors
-    assert errors, "a refusal always lists at least one problem"
-    for error in errors:
-        assert set(error) == {"element_id", "line", "message"}
-    return errors
 
 
 def by_element(errors: list[dict]) -> dict[str | None, list[dict]]:
@@ -247,8 +238,9 @@ def test_an_unexpected_error_becomes_one_generic_entry_and_is_logged(monkeypatch
         raise RuntimeError("boom")
 
     monkeypatch.setattr(BatonBpmnParser, "add_bpmn_xml", explode)
-    with caplog.at_level(logging.ERROR, logger="baton.bpmn"):
-        [error] = refusal(fixture("script_xor.bpmn"))
+    with caplog.at_level(logging.ERROR, logger="baton.bpmn"), pytest.raises(BpmnValidationError) as caught:
+        bpmn.parse_definition(fixture("script_xor.bpmn"))
+    [error] = caught.value.errors
     assert error == {"element_id": None, "line": None, "message": INTERNAL_MESSAGE}
     assert "boom" not in error["message"]
     assert any(record.exc_info for record in caplog.records)

@@ -10,24 +10,13 @@ from pathlib import Path
 import pytest
 
 import bpmn
-from engine.errors import BpmnValidationError
+from tests.unit.refusals import refusal
 
 FIXTURES = Path(__file__).resolve().parents[1] / "bpmn"
 
 
 def fixture(name: str) -> str:
     return (FIXTURES / f"{name}.bpmn").read_text()
-
-
-def refusal(source: str | bytes) -> list[dict]:
-    with pytest.raises(BpmnValidationError) as caught:
-        bpmn.parse_definition(source)
-    errors = caught.value.errors
-    assert errors, "a refusal always lists at least one problem"
-    for error in errors:
-        assert error["message"].endswith(".")
-        assert "internal error" not in error["message"]
-    return errors
 
 
 def assert_refusals(errors: list[dict], expected: list[tuple[str, int, str]]) -> None:

@@ -15,16 +15,8 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 
 import bpmn
-from engine.sandbox import Sandbox, SandboxScriptEngine
 
 FIXTURES = Path(__file__).resolve().parents[1] / "bpmn"
-
-
-@pytest.fixture(scope="module")
-def script_engine():
-    sandbox = Sandbox(timeout_s=5, memory_mb=256, hosts=1)
-    yield SandboxScriptEngine(sandbox)
-    sandbox.close()
 
 
 def started(xml: str | bytes, engine) -> BpmnWorkflow:

@@ -16,31 +16,18 @@ import uuid
 import pytest
 from sqlalchemy import delete, select
 
-from app import create_app
 from engine import delivery, jobs
 from engine.auth import create_tenant
 from engine.db import db, utcnow
 from engine.errors import ConflictError, NotFoundError
 from engine.models import Channel, Delivery, Job
 from engine.outbound import OutboundHttp
-from tests.conftest import make_database_url
-from tests.harness import drop_postgres_database
 from tests.receiver import Answer, Receiver
 
 WORKER = "unit-worker"
 
 
 # --- fixtures and helpers -------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def app(backend, tmp_path_factory):
-    url = make_database_url(backend, tmp_path_factory)
-    application = create_app({"database_url": url, "workers": 0, "allow_private_urls": "1"})
-    yield application
-    with application.app_context():
-        db.engine.dispose()
-    if backend == "postgresql":
-        drop_postgres_database(url)
 
 
 @pytest.fixture

@@ -8,27 +8,14 @@ import uuid
 import pytest
 from sqlalchemy import delete, select
 
-from app import create_app
 from engine import definitions, instances, jobs
 from engine.auth import create_tenant
 from engine.db import db
 from engine.models import Instance, Job
 from engine.runner import RETRY, START, Runner
-from tests.conftest import make_database_url
-from tests.harness import bpmn, drop_postgres_database
+from tests.harness import bpmn
 
 WORKER = "unit-worker"
-
-
-@pytest.fixture(scope="module")
-def app(backend, tmp_path_factory):
-    url = make_database_url(backend, tmp_path_factory)
-    application = create_app({"database_url": url, "workers": 0})
-    yield application
-    with application.app_context():
-        db.engine.dispose()
-    if backend == "postgresql":
-        drop_postgres_database(url)
 
 
 @pytest.fixture
