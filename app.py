@@ -190,7 +190,9 @@ def create_app(config: dict | None = None) -> Flask:
     app = Flask(__name__, instance_path=str(ROOT / "instance"))
     app.config.update(
         SQLALCHEMY_DATABASE_URI=settings.database_url,
-        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": True},
+        # A ping before every checkout finds connections a database server dropped; a SQLite file
+        # has no server to drop them, and the ping was a statement per request and per job.
+        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": not settings.database_url.startswith("sqlite")},
         MAX_CONTENT_LENGTH=settings.max_body_bytes,
     )
     app.json.sort_keys = False  # answers keep the order the code builds them in
