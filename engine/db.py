@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import event
+from sqlalchemy import exc as exc_module
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase
 
@@ -66,6 +67,7 @@ def configure_sqlite(engine: Engine) -> None:
     # drops a killed process's flock, so a ``kill -9`` never leaves the lock held.
     writer = threading.Lock()
     lock_file = _lock_file_of(engine)
+    dbapi_error = engine.dialect.loaded_dbapi.Error
 
     def _acquire() -> None:
         if not writer.acquire(timeout=BUSY_TIMEOUT_S):
@@ -82,11 +84,18 @@ def configure_sqlite(engine: Engine) -> None:
             fcntl.flock(lock_file, fcntl.LOCK_UN)
         writer.release()
 
+    # BEGIN IMMEDIATE goes straight to the driver: through ``exec_driver_sql`` it cost as much
+    # CPU as a real statement (~40 us of SQLAlchemy's execution context), on every transaction.
+    # A failure is raised as SQLAlchemy would have raised it.
     @event.listens_for(engine, "begin")
     def _on_begin(connection):
         _acquire()
         try:
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            try:
+                connection.connection.driver_connection.execute("BEGIN IMMEDIATE")
+            except dbapi_error as exc:
+                raise exc_module.DBAPIError.instance("BEGIN IMMEDIATE", (), exc, dbapi_error,
+                                                     dialect=connection.dialect) from exc
         except BaseException:
             _release_lock()
             raise
