@@ -183,6 +183,13 @@ class DriverStatement:
 
     def execute(self, dbapi_connection, dialect, params: dict) -> list[tuple]:
         """Run it; the rows it returns (SELECT or RETURNING), processed as SQLAlchemy would."""
+        return self._run(dbapi_connection, dialect, params)[0]
+
+    def count(self, dbapi_connection, dialect, params: dict) -> int:
+        """Run it; how many rows it changed (UPDATE, DELETE)."""
+        return self._run(dbapi_connection, dialect, params)[1]
+
+    def _run(self, dbapi_connection, dialect, params: dict) -> tuple[list[tuple], int]:
         sql, names, binds, defaults, fixed, results = self._prepare(dialect)
         values = {**fixed, **params}
         for key, default in defaults:
@@ -197,11 +204,12 @@ class DriverStatement:
         try:
             cursor.execute(sql, args)
             rows = cursor.fetchall() if cursor.description else []
+            rowcount = cursor.rowcount
         finally:
             cursor.close()
         if results and rows and any(results):
             rows = [tuple(p(v) if p is not None else v for p, v in zip(results, row)) for row in rows]
-        return rows
+        return rows, rowcount
 
 
 @contextlib.contextmanager

@@ -4,6 +4,7 @@ SQLAlchemy Core. Both must write the same rows, and a failed SQLite write must r
 the write lock back."""
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -85,4 +86,82 @@ def test_a_failed_sqlite_write_rolls_back_and_releases_the_write_lock(route, bac
     started = webhooks.start_plain(db.engine, webhook_id, VARIABLES)
     assert started is not None
     assert db.session.get(Instance, started["instance_id"]).status == "running"
+    db.session.rollback()
+
+
+# -- the plain save of an advance (Runner._save_plain) ---------------------------------------
+
+def _claimed(webhook_id: str, count: int) -> list:
+    from engine import jobs
+
+    started = [webhooks.start_plain(db.engine, webhook_id, VARIABLES)["instance_id"] for _ in range(count)]
+    claimed = jobs.claim(WORKER, 30, limit=count)
+    assert sorted(job.instance_id for job in claimed) == sorted(started)
+    return sorted(claimed, key=lambda job: job.instance_id)
+
+
+WORKER = "unit-worker"
+
+
+def _saved_row(instance_id: int) -> dict:
+    row = db.session.execute(select(Instance.__table__).where(Instance.id == instance_id)).one()._asdict()
+    db.session.rollback()
+    for key in ("id", "started_at", "completed_at"):
+        assert row.pop(key) is not None
+    state = json.loads(row.pop("state"))  # task ids and times differ from instance to instance
+    row["state"] = (state["data"], sorted(state), len(state["tasks"]))
+    return row
+
+
+def test_a_plain_save_writes_what_the_session_save_writes(route, script_engine, monkeypatch):
+    from engine.runner import Runner
+    from engine.store import SpecCache
+
+    _tenant_id, _definition_id, webhook_id = route
+    runner = Runner(script_engine, SpecCache())
+    plain, regular = _claimed(webhook_id, 2)
+    calls = []
+    original = Runner._save_plain
+    monkeypatch.setattr(Runner, "_save_plain", lambda *a: calls.append(a[1].id) or original(*a))
+    runner.advance(plain, WORKER)
+    monkeypatch.setattr(Runner, "_saves_plainly", staticmethod(lambda *a: False))
+    runner.advance(regular, WORKER)
+
+    sqlite = db.engine.dialect.name == "sqlite"
+    assert calls == ([plain.id] if sqlite else [])
+    assert _saved_row(plain.instance_id)["status"] == "completed"
+    assert _saved_row(plain.instance_id) == _saved_row(regular.instance_id)
+    assert db.session.execute(select(Job.id)).all() == []  # both jobs finished
+    db.session.rollback()
+
+
+def test_a_plain_save_on_a_changed_revision_or_a_lost_lease_is_discarded(route, script_engine):
+    from sqlalchemy import update
+
+    from engine import jobs
+    from engine.runner import Runner
+    from engine.store import SpecCache
+
+    _tenant_id, _definition_id, webhook_id = route
+    runner = Runner(script_engine, SpecCache())
+    moved, lost, fine = _claimed(webhook_id, 3)
+    db.session.execute(update(Instance).where(Instance.id == moved.instance_id).values(revision=Instance.revision + 1))
+    db.session.execute(update(Job).where(Job.id == lost.id).values(locked_by="another-worker"))
+    db.session.commit()
+
+    for job in (moved, lost, fine):
+        runner.advance(job, WORKER)
+
+    statuses = dict(db.session.execute(select(Instance.id, Instance.status).where(
+        Instance.id.in_([moved.instance_id, lost.instance_id, fine.instance_id]))).all())
+    assert statuses == {moved.instance_id: "running", lost.instance_id: "running", fine.instance_id: "completed"}
+    left = dict(db.session.execute(select(Job.id, Job.locked_by).where(Job.id.in_([moved.id, lost.id, fine.id]))).all())
+    # The moved instance's job is back in the queue (released, tried again with a fresh read);
+    # the lost lease's job still belongs to the other worker; the third one is done.
+    assert left == {moved.id: None, lost.id: "another-worker"}
+    db.session.rollback()
+    [again] = jobs.claim(WORKER, 30, limit=5)
+    assert again.id == moved.id
+    runner.advance(again, WORKER)
+    assert db.session.get(Instance, moved.instance_id).status == "completed"
     db.session.rollback()
