@@ -118,6 +118,8 @@ def _install_phases() -> None:
     timed(store, "dump_workflow", "worker: dump_workflow (serialize)")
     timed(tasks, "sync", "worker: tasks.sync (SELECT tasks)")
     timed(jobs, "finish", "worker: jobs.finish (DELETE job)")
+    timed(runner.Runner, "_save_plain", "worker: Runner._save_plain (SQLite: UPDATE + DELETE + COMMIT)")
+    timed(webhooks, "start_plain", "webhook: start_plain (lean accept: SELECT + 2 INSERT + COMMIT)")
     timed(jobs, "release", "worker: jobs.release")
     timed(Sandbox, "execute", "sandbox: execute (script round trip)")
     timed(Sandbox, "evaluate", "sandbox: evaluate (condition)")

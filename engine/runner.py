@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from typing import Any, Callable
 from uuid import UUID
 
@@ -21,7 +22,7 @@ from sqlalchemy import bindparam, delete, select, update
 
 from bpmn import message_event
 from engine import ai_chat, chat_operators, jobs, operators, store, tasks
-from engine.db import db, utcnow
+from engine.db import DriverStatement, db, sqlite_write, utcnow
 from engine.errors import CallActivityError, OperatorError, ScriptError
 from engine.models import Instance, Job
 from engine.outcome import Outcome, summarize
@@ -53,6 +54,14 @@ _SAVE = (update(_instances)
              "called_definitions", "completed_at")}))
 _DROP_TIMERS = delete(_jobs).where(_jobs.c.instance_id == bindparam("instance_id"), _jobs.c.kind == TIMER,
                                    _jobs.c.id != bindparam("job_id"))
+
+
+_SAVE_DRIVER = DriverStatement(_SAVE)
+_FINISH_DRIVER = DriverStatement(jobs._finish_returning_next)
+
+
+class _Lost(Exception):
+    """The instance's revision or the job's lease changed under a plain save: roll it back."""
 
 
 def _has_human_tasks(specs: tuple) -> bool:
@@ -109,6 +118,9 @@ class Runner:
         workflow = store.restore_workflow(row.state, specs, self.script_engine) if row.state else None
         payload = {**job.payload, "_specs": specs, "_variables": row.variables or {}}
         outcome = self._run(workflow, lambda: self._events[job.kind](workflow, payload), outbox)
+        if outbox is None and self._saves_plainly(job, row, outcome, specs):
+            self._save_plain(job, worker_id, row, outcome, pinned)
+            return
         if not self._save(job, worker_id, row, outcome, pinned):
             return
         if outbox is not None and outbox.has_ai_steps:  # dialog rows before the conversation's (lock order)
@@ -126,19 +138,59 @@ class Runner:
     def _load(self, job: jobs.ClaimedJob):
         return db.session.connection().execute(_LOAD, {"id": job.instance_id}).one_or_none()
 
-    def _save(self, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome, pinned: dict) -> bool:
-        saved = db.session.connection().execute(_SAVE, {
+    @staticmethod
+    def _save_params(job: jobs.ClaimedJob, row, outcome: Outcome, pinned: dict) -> dict:
+        return {
             "instance_id": job.instance_id, "loaded_revision": row.revision, "new_status": outcome.status,
             "new_state": outcome.state, "new_variables": outcome.variables,
             "new_waiting_for": outcome.waiting_for, "new_output_keys": outcome.output_keys,
             "new_error": outcome.error, "new_revision": row.revision + 1,
             "new_called_definitions": pinned or None,
-            "new_completed_at": utcnow() if outcome.status != "running" else None})
+            "new_completed_at": utcnow() if outcome.status != "running" else None}
+
+    def _save(self, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome, pinned: dict) -> bool:
+        saved = db.session.connection().execute(_SAVE, self._save_params(job, row, outcome, pinned))
         if saved.rowcount != 1 or not jobs.finish(job, worker_id):
             log.info("instance %s changed under job %s; trying again", job.instance_id, job.id)
             jobs.release(job, worker_id)
             return False
         return True
+
+    @staticmethod
+    def _saves_plainly(job: jobs.ClaimedJob, row, outcome: Outcome, specs: tuple) -> bool:
+        """Whether this advance's save is only the instance update and the job's deletion (no task
+        rows, conversation, timer or operator job to write), on SQLite: ``_save_plain`` does it on
+        the driver connection."""
+        connection_dialect = db.engine.dialect
+        return (connection_dialect.name == "sqlite" and connection_dialect.delete_returning
+                and job.instance_id is not None and not db.session().in_transaction()
+                and not outcome.dispatch
+                and not (outcome.status == "running" and outcome.next_timer_at is not None)
+                and not any("due_at" in entry for entry in row.waiting_for or [])
+                and not _has_human_tasks(specs)
+                and (outcome.status == "running" or not chat_operators.starts_on_a_channel(specs)))
+
+    def _save_plain(self, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome, pinned: dict) -> None:
+        """``_save`` + commit for a plain advance (``_saves_plainly``): the same two statements in one
+        transaction, the revision compare-and-swap and the lease check, on the driver connection
+        (``db.sqlite_write``) without the ORM session's per-transaction machinery."""
+        engine = db.engine
+        try:
+            with sqlite_write(engine) as connection:
+                if _SAVE_DRIVER.count(connection, engine.dialect, self._save_params(job, row, outcome, pinned)) != 1:
+                    raise _Lost()
+                finished = _FINISH_DRIVER.execute(connection, engine.dialect, {
+                    "id": job.id, "worker_id": worker_id, "instance_id": job.instance_id, "now": utcnow(),
+                    "job_id": job.id})
+                if len(finished) != 1:
+                    raise _Lost()
+        except _Lost:
+            log.info("instance %s changed under job %s; trying again", job.instance_id, job.id)
+            jobs.release(job, worker_id)
+            return
+        next_kind = finished[0][0]
+        if next_kind is not None:  # that job was held back only by this one
+            jobs.wake_local(Counter({next_kind: 1}))
 
     def _schedule_timer(self, job: jobs.ClaimedJob, row, outcome: Outcome) -> None:
         """One timer job per instance, due at its earliest waiting timer."""

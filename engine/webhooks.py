@@ -4,7 +4,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
-from collections import Counter
+from collections import Counter, namedtuple
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +13,7 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from engine import instances, jobs
-from engine.db import db, iso, utcnow
+from engine.db import DriverStatement, db, iso, sqlite_write, utcnow
 from engine.definitions import new_webhook_id, webhook_url
 from engine.errors import BadRequestError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.models import Definition, IdempotencyRecord, WebhookRoute
@@ -94,10 +94,60 @@ def start_plain(engine: Engine, webhook_id: str, variables: dict[str, Any]) -> d
     None when the call is not the common case (unknown route, a route with a secret, the start
     event gone from the latest version): nothing was written and the full path answers it.
     """
+    if engine.dialect.name == "sqlite":
+        answer = _start_plain_sqlite(engine, webhook_id, variables)
+    else:
+        answer = _start_plain_core(engine, webhook_id, variables)
+    if answer is None:
+        return None
+    try:
+        jobs.wake_local(Counter({START: 1}))
+    except Exception:  # the start is committed; a worker finds it at its next look
+        log.exception("waking the workers failed")
+    return answer
+
+
+def _route_accepts(row) -> bool:
+    return row is not None and row.secret is None and any(
+        s["element_id"] == row.start_event_id and s["trigger"] == "webhook" for s in row.start_events)
+
+
+_ROUTE_AND_LATEST_DRIVER = DriverStatement(_ROUTE_AND_LATEST)
+_INSERT_INSTANCE_DRIVER = DriverStatement(instances._INSERT)
+_INSERT_JOB_DRIVER = DriverStatement(jobs._INSERT)
+
+
+class _NotPlain(Exception):
+    """The call is not the common case: roll back (nothing was written) and let the full path answer."""
+
+
+def _start_plain_sqlite(engine: Engine, webhook_id: str, variables: dict[str, Any]) -> dict[str, Any] | None:
+    """``start_plain`` on SQLite: the same statements, on the driver connection (``sqlite_write``),
+    without SQLAlchemy's per-statement and per-transaction machinery (half the accept's CPU)."""
+    dialect = engine.dialect
+    try:
+        with sqlite_write(engine) as connection:
+            found = _ROUTE_AND_LATEST_DRIVER.execute(connection, dialect, {"webhook_id": webhook_id})
+            row = _Route(*found[0]) if found else None
+            if not _route_accepts(row):
+                raise _NotPlain()
+            [(instance_id,)] = _INSERT_INSTANCE_DRIVER.execute(connection, dialect, {
+                "tenant_id": row.tenant_id, "definition_id": row.definition_id, "variables": variables})
+            _INSERT_JOB_DRIVER.execute(connection, dialect, {
+                "tenant_id": row.tenant_id, "instance_id": instance_id, "kind": START,
+                "payload": {"variables": variables}, "run_at": utcnow()})
+    except _NotPlain:
+        return None
+    return {"instance_id": instance_id, "status": "running", "definition_id": row.definition_id}
+
+
+_Route = namedtuple("_Route", "tenant_id secret start_event_id definition_id start_events")
+
+
+def _start_plain_core(engine: Engine, webhook_id: str, variables: dict[str, Any]) -> dict[str, Any] | None:
     with engine.connect() as connection:
         row = connection.execute(_ROUTE_AND_LATEST, {"webhook_id": webhook_id}).first()
-        if row is None or row.secret is not None or not any(
-                s["element_id"] == row.start_event_id and s["trigger"] == "webhook" for s in row.start_events):
+        if not _route_accepts(row):
             connection.rollback()
             return None
         instance_id = connection.execute(instances._INSERT, {
@@ -108,10 +158,6 @@ def start_plain(engine: Engine, webhook_id: str, variables: dict[str, Any]) -> d
         if connection.dialect.name == "postgresql":
             connection.execute(_NOTIFY)
         connection.commit()
-    try:
-        jobs.wake_local(Counter({START: 1}))
-    except Exception:  # the start is committed; a worker finds it at its next look
-        log.exception("waking the workers failed")
     return {"instance_id": instance_id, "status": "running", "definition_id": row.definition_id}
 
 

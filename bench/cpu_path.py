@@ -1,0 +1,101 @@
+"""Baton's own CPU per instance on SQLite, one thread, no HTTP, no other thread for the GIL.
+
+    python bench/cpu_path.py                 # 1000 instances of webhook_order.bpmn, 3 rounds
+    python bench/cpu_path.py --count 2000 --rounds 5
+
+A real server deploys ``tests/bpmn/webhook_order.bpmn`` and is stopped; then, in this process, on
+the same database: ``webhooks.start_plain`` (the lean accept without waitress) for ``--count``
+instances, then ``jobs.claim`` (batches of ``WorkerPool.CLAIM_BATCH``) + ``Runner.advance`` until
+the queue is empty, as one worker thread does. It prints the thread CPU per accept and per
+advance of each round and the medians. Far less noisy than ``throughput.py``'s CPU per instance
+(no thread switching, no client on the same cores), so it shows changes of a few percent on the
+server's path; the sandbox host's own CPU is not counted.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.harness import BatonServer, bpmn  # noqa: E402
+
+START_DATA = {"amount": 60}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--count", type=int, default=1000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+
+    workdir = Path(tempfile.mkdtemp(prefix="baton-cpu-path-"))
+    url = f"sqlite:///{workdir / 'bench.db'}"
+    server = BatonServer(url, workdir, BATON_WORKERS="0").start()
+    try:
+        key = server.create_tenant("bench")
+        hook = server.api(key).deploy(bpmn("webhook_order.bpmn"), code="bench-order")["webhooks"][0]["url"]
+    finally:
+        server.stop()
+    webhook_id = hook.rsplit("/", 1)[1]
+
+    from app import create_app
+    from engine import jobs, webhooks
+    from engine.db import db
+    from engine.runner import Runner
+    from engine.sandbox import Sandbox, SandboxScriptEngine
+    from engine.store import SpecCache
+    from engine.worker import WorkerPool
+
+    app = create_app({"database_url": url, "workers": 0})
+    accepts, advances = [], []
+    with app.app_context():
+        sandbox = Sandbox(hosts=1)
+        runner = Runner(SandboxScriptEngine(sandbox), SpecCache())
+
+        def drain() -> int:
+            done = 0
+            while claimed := jobs.claim("bench", 30, limit=WorkerPool.CLAIM_BATCH):
+                for job in claimed:
+                    runner.advance(job, "bench")
+                    done += 1
+                db.session.remove()
+            return done
+
+        try:
+            for _ in range(20):  # warm: spec cache, sandbox host, connections
+                webhooks.start_plain(db.engine, webhook_id, START_DATA)
+            drain()
+            for round_ in range(1, args.rounds + 1):
+                started = time.thread_time()
+                for _ in range(args.count):
+                    if webhooks.start_plain(db.engine, webhook_id, START_DATA) is None:
+                        raise SystemExit("the lean start refused the call")
+                accepted = time.thread_time()
+                advanced = drain()
+                finished = time.thread_time()
+                if advanced != args.count:
+                    raise SystemExit(f"advanced {advanced} jobs, expected {args.count}")
+                accepts.append(1000 * (accepted - started) / args.count)
+                advances.append(1000 * (finished - accepted) / args.count)
+                print(f"round {round_}: accept {accepts[-1]:.3f} ms  advance {advances[-1]:.3f} ms  "
+                      f"total {accepts[-1] + advances[-1]:.3f} ms of thread CPU per instance")
+            from sqlalchemy import text
+            statuses = dict(db.session.execute(text("SELECT status, count(*) FROM instances GROUP BY status")).all())
+            db.session.rollback()
+        finally:
+            sandbox.close()
+    print(f"median of {args.rounds}: accept {statistics.median(accepts):.3f} ms  advance "
+          f"{statistics.median(advances):.3f} ms  total "
+          f"{statistics.median(a + b for a, b in zip(accepts, advances)):.3f} ms  (statuses {statuses})")
+    return 0 if set(statuses) == {"completed"} else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
