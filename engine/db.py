@@ -218,7 +218,10 @@ def sqlite_write(engine: Engine):
     the same write lock and ``BEGIN IMMEDIATE`` as every other transaction (``configure_sqlite``);
     commits when the block ends, rolls back if it raises, and releases the lock only after the
     COMMIT or ROLLBACK has run."""
-    acquire, release = _write_locks[engine]
+    locks = _write_locks.get(engine)
+    if locks is None:
+        raise RuntimeError("sqlite_write needs a SQLite engine set up by configure_sqlite")
+    acquire, release = locks
     raw = engine.raw_connection()
     try:
         driver = raw.driver_connection
