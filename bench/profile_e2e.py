@@ -28,7 +28,8 @@ if str(ROOT) not in sys.path:
 
 import requests  # noqa: E402
 
-from bench.throughput import START_DATA, Load, _percentile, tree_cpu_seconds, wait_until_completed  # noqa: E402
+from bench.common import percentile  # noqa: E402
+from bench.throughput import START_DATA, Load, tree_cpu_seconds, wait_until_completed  # noqa: E402
 from tests.harness import BatonServer, bpmn  # noqa: E402
 
 
@@ -71,8 +72,8 @@ def run(args, workdir: Path) -> dict:
         accepted = len(load.instance_ids)
         accept_s = load.last_accepted - load.first_sent
         result = {"accepted": accepted, "accept_per_s": round(accepted / accept_s, 1),
-                  "p50_ms": round(_percentile(load.latencies, 50) * 1000, 1),
-                  "p99_ms": round(_percentile(load.latencies, 99) * 1000, 1), "errors": load.errors[:3]}
+                  "p50_ms": round(percentile(load.latencies, 50) * 1000, 1),
+                  "p99_ms": round(percentile(load.latencies, 99) * 1000, 1), "errors": load.errors[:3]}
         if args.backlog:  # now the workers alone, on a full queue
             result["accept_cpu_ms_per_instance"] = round(
                 1000 * (tree_cpu_seconds([server.process.pid]) - cpu) / accepted, 2)
