@@ -36,6 +36,16 @@ def database_url(backend, tmp_path_factory):
         drop_postgres_database(url)
 
 
+@pytest.fixture
+def own_database(backend, tmp_path_factory):
+    """A fresh database for this test alone (dropped after it), for tests that kill and restart
+    their own server and workers."""
+    url = make_database_url(backend, tmp_path_factory)
+    yield url
+    if backend == "postgresql":
+        drop_postgres_database(url)
+
+
 @pytest.fixture(scope="session")
 def server(database_url, tmp_path_factory):
     """One running server per backend for the whole session; tests use their own codes."""

@@ -27,10 +27,10 @@ import uuid
 
 import pytest
 
-from tests.conftest import BACKENDS, make_database_url
-from tests.harness import BatonServer, drop_postgres_database
+from tests.conftest import BACKENDS
+from tests.harness import BatonServer
 from tests.integration.test_webchat import create_channel, post_message
-from tests.receiver import Answer, Receiver
+from tests.receiver import Answer
 
 MESSAGES = 30
 FAILING_FIRST = 5            # the first answers of the receiver are 500s
@@ -68,14 +68,6 @@ CHAT_ANSWER = """<?xml version="1.0" encoding="UTF-8"?>
 """
 
 
-@pytest.fixture
-def crash_database(backend, tmp_path_factory):
-    url = make_database_url(backend, tmp_path_factory)
-    yield url
-    if backend == "postgresql":
-        drop_postgres_database(url)
-
-
 def expected_text(chat_id: str) -> str:
     return f"Answer to {chat_id}: question of {chat_id}"
 
@@ -92,9 +84,9 @@ def all_deliveries(api) -> list[dict]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_kill_9_between_acceptance_and_delivery_loses_no_answer(backend, crash_database, tmp_path, receiver):
+def test_kill_9_between_acceptance_and_delivery_loses_no_answer(backend, own_database, tmp_path, receiver):
     began = time.monotonic()
-    server = BatonServer(crash_database, tmp_path, BATON_JOB_LEASE_S="2", BATON_DELIVERY_RETRY_SCALE="0.01")
+    server = BatonServer(own_database, tmp_path, BATON_JOB_LEASE_S="2", BATON_DELIVERY_RETRY_SCALE="0.01")
     try:
         server.start()
         api = server.api(server.create_tenant(f"chat-crash-{uuid.uuid4().hex[:6]}"))

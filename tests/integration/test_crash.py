@@ -33,8 +33,8 @@ import pytest
 import requests
 from sqlalchemy import create_engine, text
 
-from tests.conftest import BACKENDS, make_database_url
-from tests.harness import BatonServer, BatonWorker, bpmn, drop_postgres_database
+from tests.conftest import BACKENDS
+from tests.harness import BatonServer, BatonWorker, bpmn
 
 TOTAL_CALLS = 500
 KILL_AFTER_ANSWERED = TOTAL_CALLS // 2
@@ -123,19 +123,11 @@ def snapshot_engine(backend: str, database_url: str, snapshot_dir: Path):
     return create_engine(f"sqlite:///{snapshot_dir / source.name}")
 
 
-@pytest.fixture
-def crash_database(backend, tmp_path_factory):
-    url = make_database_url(backend, tmp_path_factory)
-    yield url
-    if backend == "postgresql":
-        drop_postgres_database(url)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_kill_9_mid_burst_loses_and_doubles_no_start(backend, crash_database, tmp_path):
+def test_kill_9_mid_burst_loses_and_doubles_no_start(backend, own_database, tmp_path):
     began = time.monotonic()
-    cluster = Cluster(backend, crash_database, tmp_path)
+    cluster = Cluster(backend, own_database, tmp_path)
     engine = None
     try:
         cluster.start()
@@ -180,7 +172,7 @@ def test_kill_9_mid_burst_loses_and_doubles_no_start(backend, crash_database, tm
             f"the kill was not mid-way: {answered_at_kill} answered at the kill, {len(failed)} failed"
 
         # --- what the kill left behind -----------------------------------------------------------
-        snapshot = snapshot_engine(backend, crash_database, tmp_path / "snapshot")
+        snapshot = snapshot_engine(backend, own_database, tmp_path / "snapshot")
         try:
             at_kill = read_instances(snapshot)
             jobs_at_kill = read_jobs(snapshot)
@@ -194,7 +186,7 @@ def test_kill_9_mid_burst_loses_and_doubles_no_start(backend, crash_database, tm
         # --- restart on the same database, let the backlog drain ----------------------------------
         restart_began = time.monotonic()
         cluster.restart()
-        engine = create_engine(crash_database)
+        engine = create_engine(own_database)
         deadline = time.monotonic() + SETTLE_TIMEOUT_S
         while True:
             final = read_instances(engine)

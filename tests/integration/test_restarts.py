@@ -12,22 +12,14 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tests.conftest import BACKENDS, make_database_url
-from tests.harness import BatonServer, bpmn, drop_postgres_database
+from tests.conftest import BACKENDS
+from tests.harness import BatonServer, bpmn
 
 TIMER_SLACK_S = 1.5
 
 
 def at(iso: str) -> datetime:
     return datetime.fromisoformat(iso.replace("Z", "+00:00"))
-
-
-@pytest.fixture
-def own_database(backend, tmp_path_factory):
-    url = make_database_url(backend, tmp_path_factory)
-    yield url
-    if backend == "postgresql":
-        drop_postgres_database(url)
 
 
 @pytest.fixture

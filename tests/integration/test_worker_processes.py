@@ -18,8 +18,8 @@ import pytest
 import requests
 from sqlalchemy import create_engine, text
 
-from tests.conftest import BACKENDS, make_database_url
-from tests.harness import BatonServer, bpmn, drop_postgres_database
+from tests.conftest import BACKENDS
+from tests.harness import BatonServer, bpmn
 
 CALLS = 200
 KILL_AFTER = 60
@@ -55,18 +55,10 @@ def alive(pid: int) -> bool:
         return False
 
 
-@pytest.fixture
-def database(backend, tmp_path_factory):
-    url = make_database_url(backend, tmp_path_factory)
-    yield url
-    if backend == "postgresql":
-        drop_postgres_database(url)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_killed_worker_process_is_replaced_and_no_start_is_lost(backend, database, tmp_path):
-    server = BatonServer(database, tmp_path, BATON_WORKER_PROCESSES="2", BATON_JOB_LEASE_S="2")
+def test_killed_worker_process_is_replaced_and_no_start_is_lost(backend, own_database, tmp_path):
+    server = BatonServer(own_database, tmp_path, BATON_WORKER_PROCESSES="2", BATON_JOB_LEASE_S="2")
     try:
         server.start()
         key = server.create_tenant("wp")
@@ -94,7 +86,7 @@ def test_killed_worker_process_is_replaced_and_no_start_is_lost(backend, databas
             worker_children(server.process.pid)), 30, "a new worker process")
         assert children[1] in replaced  # the other child was left alone
 
-        engine = create_engine(database)
+        engine = create_engine(own_database)
         try:
             def all_completed():
                 with engine.connect() as conn:
