@@ -12,6 +12,7 @@ import threading
 from datetime import date, time
 from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 from SpiffWorkflow.bpmn.serializer import BpmnWorkflowSerializer
 from SpiffWorkflow.bpmn.serializer.default.task_spec import BpmnTaskSpecConverter, EventConverter
@@ -72,12 +73,21 @@ class SpeclessWorkflowConverter(BpmnWorkflowConverter):
         dct["bpmn_events"] = self.registry.convert(workflow.bpmn_events)
         return dct
 
-    def from_dict(self, dct, spec=None, subprocess_specs=None):
+    def from_dict(self, dct, spec=None, subprocess_specs=None, script_engine=None):
+        # BpmnWorkflowConverter.from_dict, with the cached spec objects handed in and the workflow
+        # built around the caller's script engine: the parent builds it without one, and
+        # BpmnWorkflow then makes SpiffWorkflow's default engine (eval/exec with full builtins).
         if spec is None:
             raise BatonError("A workflow stored without its spec needs the spec to be restored.")
-        # The registry returns objects it does not recognise unchanged, so the cached spec
-        # objects pass straight through the parent's restore.
-        return super().from_dict({**dct, "spec": spec, "subprocess_specs": subprocess_specs or {}})
+        if script_engine is None:
+            raise BatonError("A workflow is restored with Baton's sandboxed script engine only.")
+        workflow = self.target_class(spec, subprocess_specs or {}, script_engine=script_engine, deserializing=True)
+        workflow.tasks = self.mapping_from_dict(dct["tasks"], UUID, workflow=workflow)
+        workflow.task_tree = workflow.tasks.get(UUID(dct["root"]))
+        self.set_default_attributes(workflow, dct)
+        self.subprocesses_from_dict(dct["subprocesses"], workflow)
+        workflow.bpmn_events = self.registry.restore(dct.get("bpmn_events", []))
+        return workflow
 
 
 def make_serializer() -> BpmnWorkflowSerializer:
@@ -130,15 +140,13 @@ def workflow_from_json(text: str, spec: BpmnProcessSpec, subprocess_specs: dict[
                        script_engine: Any) -> BpmnWorkflow:
     """The workflow of ``workflow_to_json``, rebuilt around cached spec objects.
 
-    ``script_engine`` is required: SpiffWorkflow would otherwise fall back to its default engine,
-    which runs ``eval``/``exec`` with full builtins.
+    ``script_engine`` is required and the workflow is built around it: SpiffWorkflow would
+    otherwise make its default engine, which runs ``eval``/``exec`` with full builtins.
     """
     serializer = _serializers()[1]
     dct = json.loads(text)
     _require_version(dct.pop(VERSION_KEY, None), "instance state")
-    workflow = serializer.from_dict(dct, spec=spec, subprocess_specs=subprocess_specs)
-    workflow.script_engine = script_engine
-    return workflow
+    return serializer.from_dict(dct, spec=spec, subprocess_specs=subprocess_specs, script_engine=script_engine)
 
 
 def _require_version(version: str | None, what: str) -> None:

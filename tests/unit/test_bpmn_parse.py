@@ -287,6 +287,27 @@ def test_instance_state_round_trips_without_the_spec(script_engine):
     assert [t.task_spec.bpmn_id for t in restored.get_tasks(state=TaskState.READY)] == ["pack"]
 
 
+def test_restoring_an_instance_never_makes_spiffworkflows_default_script_engine(script_engine, monkeypatch):
+    """SpiffWorkflow's default engine runs eval/exec with full builtins: a restored workflow is
+    built around the sandboxed engine from the start, and refused without one."""
+    import SpiffWorkflow.bpmn.workflow as spiff_workflow
+
+    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(fixture("camunda_profile.bpmn")).spec_json)
+    workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
+    workflow.do_engine_steps()
+    state = bpmn.workflow_to_json(workflow)
+
+    def no_default_engine(*args, **kwargs):
+        raise AssertionError("SpiffWorkflow's default PythonScriptEngine was made")
+
+    monkeypatch.setattr(spiff_workflow, "PythonScriptEngine", no_default_engine)
+    restored = bpmn.workflow_from_json(state, spec, subprocess_specs, script_engine)
+    assert restored.script_engine is script_engine
+    with pytest.raises(BatonError) as caught:
+        bpmn.workflow_from_json(state, spec, subprocess_specs, None)
+    assert "sandboxed script engine" in caught.value.message
+
+
 def test_the_full_serializer_round_trips_a_workflow(script_engine):
     spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(fixture("camunda_profile.bpmn")).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
