@@ -2,13 +2,19 @@
 script engine for running BPMN in memory."""
 from __future__ import annotations
 
+import uuid
+
 import pytest
+from sqlalchemy import delete
 
 from app import create_app
+from engine import definitions
+from engine.auth import create_tenant
 from engine.db import db
+from engine.models import Job
 from engine.sandbox import Sandbox, SandboxScriptEngine
 from tests.conftest import make_database_url
-from tests.harness import drop_postgres_database
+from tests.harness import bpmn, drop_postgres_database
 
 
 @pytest.fixture(scope="module")
@@ -29,3 +35,15 @@ def script_engine():
     sandbox = Sandbox(timeout_s=5, memory_mb=256, hosts=1)
     yield SandboxScriptEngine(sandbox)
     sandbox.close()
+
+
+def deploy_for_new_tenant(name: str) -> tuple[int, dict]:
+    """Inside an app context: no job left by an earlier test (the test plays the worker and claims
+    whatever is due), a new tenant, and ``tests/bpmn/<name>`` deployed for it under a fresh code.
+    Returns the tenant id and the deploy answer; committed."""
+    db.session.execute(delete(Job))
+    db.session.commit()
+    tenant, _key = create_tenant(f"t-{uuid.uuid4().hex[:10]}")
+    deployed = definitions.deploy(tenant.id, bpmn(name), f"p-{uuid.uuid4().hex[:8]}", public_url="http://127.0.0.1")
+    db.session.commit()
+    return tenant.id, deployed

@@ -3,17 +3,15 @@ applies it again after the retry (engine.jobs.hold / requeue_held, Runner.give_u
 database (SQLite and PostgreSQL). The test plays the worker: ``jobs.claim``, then the runner."""
 from __future__ import annotations
 
-import uuid
 
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
-from engine import definitions, instances, jobs
-from engine.auth import create_tenant
+from engine import instances, jobs
 from engine.db import db
 from engine.models import Instance, Job
 from engine.runner import RETRY, START, Runner
-from tests.harness import bpmn
+from tests.unit.conftest import deploy_for_new_tenant
 
 WORKER = "unit-worker"
 
@@ -22,15 +20,11 @@ WORKER = "unit-worker"
 def started(app):
     """A fresh instance whose start job is claimed by WORKER, as a worker that keeps failing holds it."""
     with app.app_context():
-        db.session.execute(delete(Job))
-        db.session.commit()
-        tenant, _key = create_tenant(f"t-{uuid.uuid4().hex[:10]}")
-        deployed = definitions.deploy(tenant.id, bpmn("wait_for_person.bpmn"), f"hold-{uuid.uuid4().hex[:6]}",
-                                      public_url="http://127.0.0.1")
-        definition = instances.resolve_definition(tenant.id, deployed["definition_id"])
-        instance_id = instances.start(tenant.id, definition, {"order": 7})["instance_id"]
+        tenant_id, deployed = deploy_for_new_tenant("wait_for_person.bpmn")
+        definition = instances.resolve_definition(tenant_id, deployed["definition_id"])
+        instance_id = instances.start(tenant_id, definition, {"order": 7})["instance_id"]
         [job] = jobs.claim(WORKER, 30)
-        yield tenant.id, instance_id, job
+        yield tenant_id, instance_id, job
         db.session.rollback()
         db.session.remove()
 
@@ -72,11 +66,7 @@ def test_a_timer_start_firing_given_up_is_skipped_and_its_cycle_goes_on(app):
     from engine.timer_starts import TIMER_START, TimerStartRunner
 
     with app.app_context():
-        db.session.execute(delete(Job))
-        db.session.commit()
-        tenant, _key = create_tenant(f"t-{uuid.uuid4().hex[:10]}")
-        definitions.deploy(tenant.id, bpmn("cov_timer_start.bpmn"), f"cycle-{uuid.uuid4().hex[:6]}",
-                           public_url="http://127.0.0.1")  # R3/PT1H
+        tenant_id, _deployed = deploy_for_new_tenant("cov_timer_start.bpmn")  # R3/PT1H
         scheduled = db.session.execute(select(Job).where(Job.kind == TIMER_START)).scalar_one()
         scheduled.run_at = scheduled.run_at.replace(year=2000)  # due now
         db.session.commit()
@@ -86,5 +76,5 @@ def test_a_timer_start_firing_given_up_is_skipped_and_its_cycle_goes_on(app):
         [following] = db.session.execute(select(Job).where(Job.kind == TIMER_START)).scalars().all()
         assert following.id != job.id and following.payload["runs_left"] == job.payload["runs_left"] - 1
         assert following.payload["due"] > job.payload["due"]
-        assert db.session.execute(select(Instance).where(Instance.tenant_id == tenant.id)).first() is None
+        assert db.session.execute(select(Instance).where(Instance.tenant_id == tenant_id)).first() is None
         db.session.remove()

@@ -5,16 +5,14 @@ the write lock back."""
 from __future__ import annotations
 
 import json
-import uuid
 
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
-from engine import definitions, webhooks
-from engine.auth import create_tenant
+from engine import webhooks
 from engine.db import db, sqlite_write
 from engine.models import Instance, Job
-from tests.harness import bpmn
+from tests.unit.conftest import deploy_for_new_tenant
 
 VARIABLES = {"amount": 60, "text": "é ✓", "none": None, "nested": {"list": [1, 2.5, True]}}
 
@@ -22,13 +20,8 @@ VARIABLES = {"amount": 60, "text": "é ✓", "none": None, "nested": {"list": [1
 @pytest.fixture
 def route(app):
     with app.app_context():
-        db.session.execute(delete(Job))
-        db.session.commit()
-        tenant, _key = create_tenant(f"t-{uuid.uuid4().hex[:10]}")
-        deployed = definitions.deploy(tenant.id, bpmn("webhook_order.bpmn"), f"lean-{uuid.uuid4().hex[:6]}",
-                                      public_url="http://127.0.0.1")
-        db.session.commit()
-        ids = tenant.id, deployed["definition_id"], deployed["webhooks"][0]["webhook_id"]
+        tenant_id, deployed = deploy_for_new_tenant("webhook_order.bpmn")
+        ids = tenant_id, deployed["definition_id"], deployed["webhooks"][0]["webhook_id"]
         db.session.rollback()  # no transaction (nor SQLite write lock) held by this thread
         yield ids
         db.session.rollback()
