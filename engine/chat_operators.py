@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import select, update
 
+from bpmn import operators_used
 from engine import delivery
 from engine.channels import TYPES as CHANNEL_TRIGGERS
 from engine.db import db, utcnow
@@ -88,19 +89,13 @@ def is_send_message(task_spec) -> bool:
     return bool(task_spec.manual) and task_spec.extensions.get("operator") == SEND_MESSAGE
 
 
-def _operators_used(specs: tuple) -> frozenset[str]:
-    spec, subprocess_specs = specs
-    return frozenset(ts.extensions.get("operator") for s in (spec, *subprocess_specs.values())
-                     for ts in s.task_specs.values() if ts.manual and getattr(ts, "extensions", None))
-
-
 def talks(specs: tuple) -> bool:
     """Whether a process can talk to a customer at all (else an advance reads no conversation)."""
-    return bool(_operators_used(specs) & {SEND_MESSAGE, AI_CHAT})
+    return bool(operators_used(*specs) & {SEND_MESSAGE, AI_CHAT})
 
 
 def has_ai_steps(specs: tuple) -> bool:
-    return AI_CHAT in _operators_used(specs)
+    return AI_CHAT in operators_used(*specs)
 
 
 @dataclass
@@ -163,5 +158,14 @@ def settle(instance_id: int, status: str, outbox: Outbox | None, specs: tuple) -
     if outbox is not None and outbox.texts:
         for text in outbox.texts:
             record_outgoing(outbox.conversation, text, "process")
-    if status != "running" and starts_on_a_channel(specs):
+    if _closes_chat(status, specs):
         close_for_instance(instance_id)
+
+
+def settle_writes(status: str, outbox: Outbox | None, specs: tuple) -> bool:
+    """Whether ``settle`` would write anything for this advance."""
+    return bool(outbox is not None and outbox.texts) or _closes_chat(status, specs)
+
+
+def _closes_chat(status: str, specs: tuple) -> bool:
+    return status != "running" and starts_on_a_channel(specs)

@@ -17,6 +17,7 @@ from typing import Any
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import select
 
+from bpmn import operators_used
 from engine import jobs, store
 from engine.db import db
 from engine.errors import BatonError, OutboundError, OutboundRefusedError, ScriptError
@@ -53,9 +54,7 @@ class CallFailed(Exception):
 def operator_tasks_to_dispatch(workflow) -> list[dict[str, Any]]:
     """Ready operator tasks not yet handed to a job; marks them so each is dispatched once."""
     found = []
-    if not any(getattr(ts, "manual", False) and (getattr(ts, "extensions", None) or {}).get("operator")
-               for spec in (workflow.spec, *workflow.subprocess_specs.values())
-               for ts in spec.task_specs.values()):
+    if not operators_used(workflow.spec, workflow.subprocess_specs) - {None}:
         return found  # no operator task in the process (a walk of the whole task tree otherwise)
     for task in workflow.get_tasks(state=TaskState.READY):
         operator = task.task_spec.extensions.get("operator") if task.task_spec.manual else None

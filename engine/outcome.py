@@ -14,6 +14,7 @@ from SpiffWorkflow.bpmn.specs.mixins.events.end_event import EndEvent
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 
+from bpmn import all_task_specs
 from engine import store
 from engine.db import iso
 
@@ -111,8 +112,7 @@ def current_variables(workflow: BpmnWorkflow) -> dict[str, Any]:
 
 def _output_keys(workflow: BpmnWorkflow) -> list[str] | None:
     if not any(isinstance(ts, EndEvent) and ts.extensions.get("properties", {}).get("output_keys")
-               for spec in (workflow.spec, *workflow.subprocess_specs.values())
-               for ts in spec.task_specs.values()):
+               for ts in all_task_specs(workflow.spec, workflow.subprocess_specs)):
         return None  # no end event names any (a walk of the whole task tree otherwise)
     keys: list[str] = []
     for task in workflow.get_tasks(state=TaskState.COMPLETED):

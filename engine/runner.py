@@ -20,7 +20,7 @@ from SpiffWorkflow.exceptions import SpiffWorkflowException, TaskNotFoundExcepti
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import bindparam, delete, select, update
 
-from bpmn import message_event
+from bpmn import all_task_specs, message_event
 from engine import ai_chat, chat_operators, jobs, operators, store, tasks
 from engine.db import DriverStatement, db, sqlite_write, utcnow
 from engine.errors import CallActivityError, OperatorError, ScriptError
@@ -66,8 +66,14 @@ class _Lost(Exception):
 
 def _has_human_tasks(specs: tuple) -> bool:
     """Whether task rows can exist at all (else the sync's query is skipped)."""
-    spec, subprocess_specs = specs
-    return any(tasks.is_human(ts) for s in (spec, *subprocess_specs.values()) for ts in s.task_specs.values())
+    return any(tasks.is_human(ts) for ts in all_task_specs(*specs))
+
+
+def _timer_work(row, outcome: Outcome) -> tuple[bool, bool]:
+    """What an advance's save does to timer jobs: drop the old one (only an instance that was
+    waiting on a timer can have one) and schedule the next (a running instance waiting on one)."""
+    return (any("due_at" in entry for entry in row.waiting_for or []),
+            outcome.status == "running" and outcome.next_timer_at is not None)
 
 
 class GuardrailError(ScriptError):
@@ -162,13 +168,12 @@ class Runner:
         rows, conversation, timer or operator job to write), on SQLite: ``_save_plain`` does it on
         the driver connection."""
         connection_dialect = db.engine.dialect
+        drops_timers, schedules_timer = _timer_work(row, outcome)
         return (connection_dialect.name == "sqlite" and connection_dialect.delete_returning
                 and job.instance_id is not None and not db.session().in_transaction()
-                and not outcome.dispatch
-                and not (outcome.status == "running" and outcome.next_timer_at is not None)
-                and not any("due_at" in entry for entry in row.waiting_for or [])
+                and not outcome.dispatch and not drops_timers and not schedules_timer
                 and not _has_human_tasks(specs)
-                and (outcome.status == "running" or not chat_operators.starts_on_a_channel(specs)))
+                and not chat_operators.settle_writes(outcome.status, None, specs))
 
     def _save_plain(self, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome, pinned: dict) -> None:
         """``_save`` + commit for a plain advance (``_saves_plainly``): the same two statements in one
@@ -194,9 +199,10 @@ class Runner:
 
     def _schedule_timer(self, job: jobs.ClaimedJob, row, outcome: Outcome) -> None:
         """One timer job per instance, due at its earliest waiting timer."""
-        if any("due_at" in entry for entry in row.waiting_for or []):  # only then can one exist
+        drops_timers, schedules_timer = _timer_work(row, outcome)
+        if drops_timers:
             db.session.connection().execute(_DROP_TIMERS, {"instance_id": job.instance_id, "job_id": job.id})
-        if outcome.status == "running" and outcome.next_timer_at is not None:
+        if schedules_timer:
             jobs.enqueue(job.tenant_id, TIMER, instance_id=job.instance_id, run_at=outcome.next_timer_at)
 
     def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
