@@ -437,3 +437,13 @@ def test_a_body_over_the_size_limit_stores_nothing(call, app):
 
     with app.app_context():
         assert db.session.execute(select(func.count()).select_from(Tenant)).scalar() == 1
+
+
+@pytest.mark.parametrize("verb", ["get", "put", "patch", "delete"])
+@pytest.mark.parametrize("path", ["/v1/rpc", "/rpc"])
+def test_any_other_http_verb_is_a_405_in_json_rpc_shape(app, verb, path):
+    response = getattr(app.test_client(), verb)(path)
+    assert response.status_code == 405 and response.headers["Allow"] == "POST"
+    body = response.get_json()
+    assert body["jsonrpc"] == "2.0" and body["id"] is None
+    assert (body["error"]["code"], body["error"]["data"]["reason"]) == (-32600, "method_not_allowed")
