@@ -209,6 +209,7 @@ def create_app(config: dict | None = None) -> Flask:
     from channels.task_callback import bp as task_callback_bp
     from channels.webchat import bp as webchat_bp
     from channels.webhook import LeanWebhookStart, bp as webhook_bp
+    from console import bp as console_bp
     from rpc import methods  # noqa: F401  (registers every JSON-RPC method)
     from rpc.endpoint import bp as rpc_bp
 
@@ -217,6 +218,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(webchat_bp)
     app.register_blueprint(task_callback_bp)
     app.register_blueprint(rpc_bp)
+    app.register_blueprint(console_bp)
     if not app.debug:  # (debug answers are indented: Flask's path gives them)
         with app.app_context():
             app.wsgi_app = LeanWebhookStart(app.wsgi_app, db.engine, settings.max_body_bytes)
