@@ -37,7 +37,7 @@ from engine.auth import authenticate
 from engine.db import db, iso
 from engine.errors import (BatonError, InvalidParamsError, InvalidRequestError, MethodNotFoundError,
                            ParseError, PayloadTooLargeError, UnauthorizedError)
-from rpc.registry import METHODS, RpcContext
+from rpc.registry import ANY_KEY, METHODS, RpcContext
 
 bp = Blueprint("rpc", __name__)
 log = logging.getLogger("baton.rpc")
@@ -161,7 +161,8 @@ def _invoke(context: RpcContext, name: str, params: Any) -> Any:
         if method is None:
             shown = name if len(name) <= 100 else name[:100] + "..."
             raise MethodNotFoundError(f"Method '{shown}' not found.", data={"method": shown})
-        context.principal.require(method.permission)
+        if method.permission != ANY_KEY:
+            context.principal.require(method.permission)
         if not isinstance(params, dict):
             raise InvalidParamsError("Params must be an object of named parameters.")
         if context.legacy:

@@ -32,6 +32,8 @@ class RpcMethod:
 
 
 METHODS: dict[str, RpcMethod] = {}
+# The permission of a method that any valid key may call (a key asking what it may do).
+ANY_KEY = ""
 
 
 def rpc_method(name: str, *, permission: str | None = None) -> Callable[[Handler], Handler]:
@@ -42,7 +44,7 @@ def rpc_method(name: str, *, permission: str | None = None) -> Callable[[Handler
         # The same function again is a module reload; a different one is a copy-paste bug.
         if known is not None and _qualname(known.handler) != _qualname(handler):
             raise ValueError(f"JSON-RPC method {name!r} is registered twice.")
-        METHODS[name] = RpcMethod(name=name, handler=handler, permission=permission or name)
+        METHODS[name] = RpcMethod(name=name, handler=handler, permission=name if permission is None else permission)
         return handler
 
     return register
