@@ -75,7 +75,7 @@ async function route() {
   }
   if (!current()) {
     renderChrome();
-    renderSignIn(main, async () => { await restore(); });
+    renderSignIn(main, async () => { await route(); });
     return;
   }
   renderChrome();
