@@ -62,7 +62,12 @@ export async function render(main, args, query) {
   };
   const allBox = h('input', { type: 'checkbox', 'aria-label': 'Select every instance on this page' });
   allBox.addEventListener('change', () => {
-    for (const box of boxes) { box.checked = allBox.checked; box.dispatchEvent(new Event('change')); }
+    const all = allBox.checked;
+    boxes.forEach((box, n) => {
+      box.checked = all;
+      if (all) selected.add(answer.items[n]); else selected.delete(answer.items[n]);
+    });
+    refreshSelection();
   });
   const rows = answer.items.map((i) => {
     const box = h('input', { type: 'checkbox', 'aria-label': `Select instance ${i.instance_id}` });
@@ -80,7 +85,7 @@ export async function render(main, args, query) {
     const verb = action === 'retry' ? 'Retry' : 'Cancel';
     const ok = await confirmAction(`${verb} ${plural(eligible.length, 'instance')}`,
       `${verb} ${plural(eligible.length, 'instance')}${skipped ? `; ${skipped} selected ${skipped === 1 ? 'is' : 'are'} not ${action === 'retry' ? 'failed' : 'running'} and will be left alone` : ''}.`,
-      verb, action === 'cancel');
+      `${verb} ${plural(eligible.length, 'instance')}`, action === 'cancel');
     if (!ok) return;
     const answers = await batch(eligible.map((i) => [`process.${action}`, { instance_id: i.instance_id }]));
     const refused = answers.map((a, n) => (a.error ? `#${eligible[n].instance_id}: ${a.error.message}` : null)).filter(Boolean);
