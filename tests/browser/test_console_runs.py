@@ -53,7 +53,9 @@ def test_start_wait_complete_the_form_and_see_the_path(console, tenant_key, api,
     page.get_by_label("Ship on").fill("2026-12-01")
     page.get_by_role("button", name="Approve").click()
     page.wait_for_url(re.compile(r".*#/tasks$"))
-    page.get_by_text("The inbox is empty").wait_for()
+    page.get_by_role("heading", name="Tasks").wait_for()
+    page.get_by_text("completed.").wait_for()  # the status line confirms it
+    assert page.get_by_role("link", name=re.compile("Review the order")).count() == 0  # gone from the inbox
 
     # the path after completion: passed elements and flows, only the branch taken
     status = api.wait_for(instance_id)

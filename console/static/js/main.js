@@ -101,11 +101,14 @@ async function route() {
     replace(main, h('h1', {}, title), errorBox(refusal || new Error('Your API key may not open this view.')));
     return;
   }
-  replace(main, h('p', { class: 'muted' }, 'Loading…'));
+  // Each navigation renders into its own box: a slower, older view that finishes late writes
+  // into a box no longer on the page.
+  const slot = h('div', { class: 'view' }, h('p', { class: 'muted' }, 'Loading…'));
+  replace(main, slot);
   try {
     const view = await import(`./views/${name}.js`);
     if (mine !== generation) return;
-    const done = await view.render(main, args, query, () => mine !== generation);
+    const done = await view.render(slot, args, query, () => mine !== generation);
     if (mine !== generation) {
       if (typeof done === 'function') done();
       return;
@@ -113,7 +116,7 @@ async function route() {
     cleanup = typeof done === 'function' ? done : null;
   } catch (err) {
     if (mine !== generation) return;
-    replace(main, h('h1', {}, title), errorBox(err));
+    replace(slot, h('h1', {}, title), errorBox(err));
   }
 }
 
