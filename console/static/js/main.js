@@ -54,9 +54,11 @@ function renderChrome() {
   const section = `#/${path.split('/')[1] || ''}`;
   replace(nav, h('ul', {}, SECTIONS.filter((s) => can(s.needs)).map((s) => h('li', {},
     h('a', { href: s.href, 'aria-current': s.href === section ? 'page' : null }, s.label)))));
+  const active = nav.querySelector('[aria-current="page"]');
+  if (active) nav.scrollLeft = Math.max(0, active.offsetLeft - 16);  // a phone's scrolled nav shows where you are
   replace(who,
     h('span', { class: 'who-name', title: `Key ${me.prefix} of tenant ${me.tenant}` }, `${me.name} · ${me.tenant}`),
-    h('span', { class: 'who-perms', title: 'The permissions of this API key' }, me.permissions.join(', ')),
+    h('span', { class: 'who-perms', title: 'The permissions of this API key' }, `Permissions: ${me.permissions.join(', ')}`),
     h('button', { type: 'button', class: 'secondary small', onclick: signOut }, 'Sign out'));
 }
 

@@ -5,7 +5,7 @@ import { h, replace } from './dom.js';
 export function describeError(err) {
   if (err && err.reason === 'forbidden') {
     const permission = err.data && err.data.permission;
-    return `Not allowed: your API key lacks the permission '${permission}'. ${err.message}`;
+    return `Not allowed: this needs the permission '${permission}', which your API key lacks.`;
   }
   return (err && err.message) || String(err);
 }

@@ -35,9 +35,10 @@ export async function render(main) {
     h('p', { class: `big ${r.total ? 'bad' : ''}` }, h('a', { href: '#/deliveries?status=dead' }, String(r.total))),
     h('p', { class: 'muted' }, r.total ? 'Messages Baton gave up sending; retry them from Deliveries.' : 'Every message went out.')]));
 
+  const known = new Map(((get(definitions).result || {}).items || []).map((d) => [d.definition_id, `${d.code} v${d.version}`]));
   const failedSection = section('Failed instances', get(failed), (r) => table('Failed instances',
     ['Instance', 'Definition', 'Failed at'],
-    r.items.map((i) => [h('a', { href: `#/instances/${i.instance_id}` }, `#${i.instance_id}`), String(i.definition_id), when(i.completed_at)]),
+    r.items.map((i) => [h('a', { href: `#/instances/${i.instance_id}` }, `#${i.instance_id}`), known.get(i.definition_id) || `definition ${i.definition_id}`, when(i.completed_at)]),
     'No failed instance. '));
   const perDefinition = h('section', { class: 'panel' }, h('h2', {}, 'Instances by definition'));
   const defs = get(definitions);
