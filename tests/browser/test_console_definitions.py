@@ -109,7 +109,7 @@ def test_definition_page_shows_badges_that_list_the_instances(console, tenant_ke
     page = console.page
     badge = page.locator(".count-badge.failed", has_text="2")
     badge.wait_for()
-    shots(page, "definition-badges")
+    shots(page, "definition-badges", best=True)
     badge.click()
     page.wait_for_url(re.compile(r".*element_id=divide.*at=failed"))
     rows = page.locator("table tbody tr")

@@ -34,7 +34,7 @@ export async function render(main, [id]) {
   const s = stats.result;
   statsPanel.append(h('p', {}, 'All instances of this version: ',
     ['running', 'failed', 'completed', 'cancelled'].map((status) => [' ', h('a', { href: `#/instances?definition_id=${d.definition_id}&status=${status}` }, statusBadge(status), ` ${s.instances[status]}`)])),
-  h('p', { class: 'hint' }, `“Passed” counts the newest ${s.passed_sample} instances only (reading each one's path has a cost); waiting and failed count every instance.`));
+  s.passed_sample ? h('p', { class: 'hint' }, `“Passed” counts the newest ${s.passed_sample} instances only (reading each one's path has a cost); waiting and failed count every instance.`) : null);
   const link = (elementId, at) => `#/instances?definition_id=${d.definition_id}&element_id=${encodeURIComponent(elementId)}&at=${at}`;
   for (const e of s.elements) {
     if (!diagram) break;
