@@ -28,28 +28,29 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
 }
 
-bp = Blueprint("console", __name__, url_prefix="/console")
+def console_blueprint() -> Blueprint:
+    """``/console/``: the app's files under the headers above. It needs nothing from the settings:
+    the page reads everything through ``/v1/rpc`` on the same origin."""
+    bp = Blueprint("console", __name__, url_prefix="/console")
 
+    @bp.after_request
+    def _confine(response: Response) -> Response:
+        response.headers.update(HEADERS)
+        # The page and its modules change with each release; without this a browser may mix versions.
+        response.headers["Cache-Control"] = "no-cache"
+        return response
 
-@bp.after_request
-def _confine(response: Response) -> Response:
-    response.headers.update(HEADERS)
-    # The page and its modules change with each release; without this a browser may mix versions.
-    response.headers["Cache-Control"] = "no-cache"
-    return response
+    @bp.get("")
+    def _to_slash() -> Response:
+        return redirect("/console/", code=308)
 
+    @bp.get("/")
+    def index() -> Response:
+        return send_from_directory(STATIC, "index.html")
 
-@bp.get("")
-def _to_slash() -> Response:
-    return redirect("/console/", code=308)
+    @bp.get("/<path:name>")
+    def asset(name: str) -> Response:
+        # send_from_directory refuses paths that leave STATIC (404), so ../ cannot reach the app's files.
+        return send_from_directory(STATIC, name)
 
-
-@bp.get("/")
-def index() -> Response:
-    return send_from_directory(STATIC, "index.html")
-
-
-@bp.get("/<path:name>")
-def asset(name: str) -> Response:
-    # send_from_directory refuses paths that leave STATIC (404), so ../ cannot reach the app's files.
-    return send_from_directory(STATIC, name)
+    return bp

@@ -1,30 +1,40 @@
 """What the console shows about runs: an instance's path through its diagram, and per-element
 counts of a definition (waiting, failed, passed). Read-only; every query is scoped to the tenant.
 
-The path is read from the instance's stored SpiffWorkflow state (JSON, no workflow is restored
-and nothing runs): completed tasks carry the time of their last state change.
+How a path is read from what is stored is ``read_path``'s business alone; the rest of this module
+works on its answer, so a change in how instance state is stored changes that one function.
 """
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import exists, func, literal_column, select, true
 
-from engine.db import db, is_postgres, iso
 from engine.errors import NotFoundError
-from engine.models import Definition, Instance, Task
-from engine.outcome import kind_of
-from engine.paging import page_of
-from engine.store import SpecCache
+from engine.instances import shown_waiting_for
+from engine.runtime.outcome import kind_of
+from engine.store.db import db, is_postgres, iso
+from engine.store.models import Definition, Instance, Task
+from engine.store.paging import page_of
+from engine.store.workflows import SpecCache
 
 MAX_HISTORY = 500           # newest steps an answer lists; ``history_total`` says how many there were
 DEFAULT_SAMPLE, MAX_SAMPLE = 100, 1000
 _LIVE = TaskState.WAITING | TaskState.READY | TaskState.STARTED
-_QUEUED = "message_queued"  # engine.instances' claim mark on a waiting_for entry: not for callers
+# Parsed specs of the definitions looked at (definitions never change, so it is never stale;
+# bounded, thread-safe). A web process builds no runner, so it has no spec cache of its own.
 _specs = SpecCache(size=64)
+
+
+class Step(NamedTuple):
+    """One element an instance reached: when (epoch seconds), which, and how it stands."""
+
+    at: float
+    element: dict[str, Any]  # element_id, name, kind
+    state: str               # completed | waiting | failed
 
 
 def instance_path(tenant_id: int, instance_id: int) -> dict[str, Any]:
@@ -34,17 +44,18 @@ def instance_path(tenant_id: int, instance_id: int) -> dict[str, Any]:
     ).where(Instance.tenant_id == tenant_id, Instance.id == instance_id)).first()
     if row is None:
         raise NotFoundError(f"Instance {instance_id} not found.")
-    steps, flows = _walk(tenant_id, row.definition_id, row.state)
+    steps, flows = read_path(tenant_id, row.definition_id, row.state)
     passed: dict[str, dict[str, Any]] = {}
     live_since: dict[str, float] = {}
-    for at, element, state in steps:
-        if state == "completed":
-            entry = passed.setdefault(element["element_id"], {**element, "times": 0, "first_at": at})
+    for step in steps:
+        element_id = step.element["element_id"]
+        if step.state == "completed":
+            entry = passed.setdefault(element_id, {**step.element, "times": 0, "first_at": step.at})
             entry["times"] += 1
-            entry["last_at"] = at
-        elif state == "waiting":
-            live_since[element["element_id"]] = at
-    history = [{**element, "state": state, "at": _iso(at)} for at, element, state in steps[-MAX_HISTORY:]]
+            entry["last_at"] = step.at
+        elif step.state == "waiting":
+            live_since[element_id] = step.at
+    history = [{**step.element, "state": step.state, "at": _iso(step.at)} for step in steps[-MAX_HISTORY:]]
     return {
         "instance_id": row.id, "definition_id": row.definition_id, "status": row.status,
         "started_at": iso(row.started_at), "completed_at": iso(row.completed_at),
@@ -58,14 +69,24 @@ def instance_path(tenant_id: int, instance_id: int) -> dict[str, Any]:
     }
 
 
-def _walk(tenant_id: int, definition_id: int, state: str | None):
-    """(time, element, completed|waiting|failed) of every visible task, oldest first, and the
-    distinct (from, to) element pairs the instance went along."""
+def read_path(tenant_id: int, definition_id: int, state: str | None) -> tuple[list[Step], list[tuple[str, str]]]:
+    """The steps of an instance, oldest first, and the distinct (from, to) element pairs it went
+    along: the one reader of a path from what is stored (no workflow is restored, nothing runs).
+
+    It relies on ``instances.state`` being the whole SpiffWorkflow 3.2 task tree as
+    ``engine.store.workflows.dump_workflow`` writes it: ``tasks`` (and, per embedded subprocess,
+    ``subprocesses[id].tasks`` with ``spec``) maps a task id to its ``task_spec`` name, ``state``
+    (a ``TaskState`` bit), ``parent`` id and ``last_state_change`` (epoch seconds); every task an
+    instance ever ran stays in the tree (a loop adds a task per pass), and the definition's spec
+    names each task spec's ``bpmn_id``. It reads none of Baton's own keys (``state_versions``).
+    If finished parts of the tree are pruned (and a compact path log kept instead), this function
+    reads that log; nothing else here changes.
+    """
     if not state:
         return [], []
     spec, own_subprocesses = _specs.get(tenant_id, definition_id)
     tree = json.loads(state)
-    steps: list[tuple[float, dict[str, Any], str]] = []
+    steps: list[Step] = []
     flows: dict[tuple[str, str], None] = {}
     _walk_workflow(tree, spec, steps, flows)
     for sub in (tree.get("subprocesses") or {}).values():
@@ -73,7 +94,7 @@ def _walk(tenant_id: int, definition_id: int, state: str | None):
         sub_spec = own_subprocesses.get(sub.get("spec"))
         if sub_spec is not None:
             _walk_workflow(sub, sub_spec, steps, flows)
-    steps.sort(key=lambda step: step[0])
+    steps.sort(key=lambda step: step.at)
     return steps, list(flows)
 
 
@@ -126,7 +147,7 @@ def _walk_workflow(tree: dict, spec, steps: list, flows: dict) -> None:
         else:
             continue
         if kind is not None:
-            steps.append((task.get("last_state_change") or 0.0, shown, kind))
+            steps.append(Step(task.get("last_state_change") or 0.0, shown, kind))
         source = source_of(task)
         if source is not None:
             flows[(source, shown["element_id"])] = None
@@ -141,13 +162,12 @@ def _waiting(tenant_id: int, row, live_since: dict[str, float]) -> list[dict[str
             .order_by(Task.id)):
         open_tasks.setdefault(element_id, []).append(task_id)
     waiting = []
-    for entry in row.waiting_for or []:
-        shown = {key: value for key, value in entry.items() if key != _QUEUED}
+    for entry in shown_waiting_for(row.waiting_for):
         since = live_since.get(entry.get("element_id"))
-        shown["since"] = _iso(since) if since else None
+        entry["since"] = _iso(since) if since else None
         if entry.get("element_id") in open_tasks:
-            shown["task_ids"] = open_tasks[entry["element_id"]]
-        waiting.append(shown)
+            entry["task_ids"] = open_tasks[entry["element_id"]]
+        waiting.append(entry)
     return waiting
 
 
@@ -184,8 +204,8 @@ def definition_stats(tenant_id: int, definition_id: int, sample: int) -> dict[st
         states = db.session.execute(select(Instance.state).where(*of_definition)
                                     .order_by(Instance.id.desc()).limit(sample)).scalars().all()
         for state in states:
-            steps, _ = _walk(tenant_id, definition_id, state)
-            for element_id in {element["element_id"] for _, element, kind in steps if kind == "completed"}:
+            steps, _ = read_path(tenant_id, definition_id, state)
+            for element_id in {step.element["element_id"] for step in steps if step.state == "completed"}:
                 bump(element_id, "passed", 1)
         sampled = len(states)
     return {
