@@ -38,6 +38,7 @@ def test_start_wait_complete_the_form_and_see_the_path(console, tenant_key, api,
     page.get_by_role("link", name=re.compile("Review the order")).click()
     comment = page.get_by_label("Comment to the customer")
     comment.wait_for()
+    task_id = int(page.url.rsplit("/", 1)[1])
     assert page.get_by_label("Refund amount").input_value() == "10"
     assert page.get_by_label("Reason").locator("option").all_inner_texts() == ["— choose —", "Damaged", "Arrived late"]
     page.get_by_role("button", name="Approve").click()
@@ -71,6 +72,13 @@ def test_start_wait_complete_the_form_and_see_the_path(console, tenant_key, api,
     history = page.locator("table").last.inner_text()
     assert "Review the order" in history and "completed" in history
     shots(page, "instance-completed", best=True)
+
+    # a task's own address (a bookmark) still opens it, found by task.list's task_id filter
+    console.go(f"#/tasks/{task_id}")
+    page.get_by_text("This task is completed").wait_for()
+    assert "Refund on its way" in page.locator("section.panel").inner_text()
+    console.go(f"#/tasks/{task_id + 10_000}")
+    page.get_by_text(f"Task {task_id + 10_000} not found.").wait_for()
     console.assert_clean()
 
 

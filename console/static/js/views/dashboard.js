@@ -27,7 +27,7 @@ export async function render(main) {
     }))));
   cards.append(card('Open tasks', get(tasks), (r) => [
     h('p', { class: 'big' }, h('a', { href: '#/tasks' }, String(r.total))),
-    h('ul', { class: 'plain' }, r.items.map((t) => h('li', {}, h('a', { href: `#/tasks/${t.task_id}?instance_id=${t.instance_id}` }, t.name || t.element_id), ` · instance ${t.instance_id}`)))]));
+    h('ul', { class: 'plain' }, r.items.map((t) => h('li', {}, h('a', { href: `#/tasks/${t.task_id}` }, t.name || t.element_id), ` · instance ${t.instance_id}`)))]));
   cards.append(card('Active conversations', get(chats), (r) => [
     h('p', { class: 'big' }, h('a', { href: '#/conversations' }, String(r.total))),
     h('ul', { class: 'plain' }, r.items.map((c) => h('li', {}, h('a', { href: `#/conversations/${c.binding_id}` }, c.external_username || c.chat_id), ` · ${c.channel}`)))]));

@@ -96,7 +96,7 @@ function renderHead(head, status, path, definition) {
 function describeWait(w, path) {
   const parts = [];
   if (w.task_ids && w.task_ids.length) {
-    parts.push(['a person: ', w.task_ids.map((t, i) => [i ? ', ' : '', can('task.list') ? h('a', { href: `#/tasks/${t}?instance_id=${path.instance_id}` }, `task #${t}`) : `task #${t}`])]);
+    parts.push(['a person: ', w.task_ids.map((t, i) => [i ? ', ' : '', can('task.list') ? h('a', { href: `#/tasks/${t}` }, `task #${t}`) : `task #${t}`])]);
   } else if (w.kind === 'userTask' || w.kind === 'manualTask') {
     parts.push('a person');
   }

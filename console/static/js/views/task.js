@@ -6,9 +6,9 @@ import { taskForm } from '../form.js';
 import { variablesTree } from '../tree.js';
 import { announce } from '../widgets.js';
 
-export async function render(main, [id], query) {
-  const taskId = Number(id);
-  const task = await findTask(taskId, Number(query.get('instance_id')) || null);
+export async function render(main, [id]) {
+  const [task] = (await call('task.list', { task_id: Number(id) })).items;
+  if (!task) throw new Error(`Task ${id} not found.`);
   const head = h('div', {},
     h('p', { class: 'crumbs' }, h('a', { href: '#/tasks' }, 'Tasks'), ' / ', `#${task.task_id}`),
     h('h1', {}, task.name || task.element_id),
@@ -30,25 +30,4 @@ export async function render(main, [id], query) {
   replace(main, head, h('div', { class: 'task-layout' },
     h('section', { class: 'panel' }, h('h2', {}, 'Form'), form),
     h('section', { class: 'panel' }, h('h2', {}, 'Variables when it opened'), variablesTree(task.variables))));
-}
-
-// task.list has no task_id filter: the task is found among its instance's tasks (links carry
-// the instance), else by walking the newest pages (ids descend, so the walk stops early).
-async function findTask(taskId, instanceId) {
-  if (instanceId) {
-    const answer = await call('task.list', { instance_id: instanceId, per_page: 100 });
-    const found = answer.items.find((t) => t.task_id === taskId);
-    if (found) return found;
-  }
-  for (const status of ['in_progress', null]) {
-    let page = 1;
-    for (;;) {
-      const answer = await call('task.list', { status, page, per_page: 100 });
-      const found = answer.items.find((t) => t.task_id === taskId);
-      if (found) return found;
-      if (page * 100 >= answer.total || answer.items.length === 0 || answer.items[answer.items.length - 1].task_id < taskId || page >= 50) break;
-      page += 1;
-    }
-  }
-  throw new Error(`Task ${taskId} not found.`);
 }

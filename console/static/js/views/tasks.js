@@ -27,7 +27,7 @@ export async function render(main, args, query) {
   const list = answer.items.length === 0
     ? h('p', { class: 'empty' }, 'The inbox is empty: no task waits for a person.')
     : h('ul', { class: 'inbox' }, answer.items.map((t) => h('li', {},
-      h('a', { href: `#/tasks/${t.task_id}?instance_id=${t.instance_id}`, class: 'inbox-item' },
+      h('a', { href: `#/tasks/${t.task_id}`, class: 'inbox-item' },
         h('span', { class: 'inbox-title' }, t.name || t.element_id),
         h('span', { class: 'inbox-meta' }, `${names.get(t.definition_id) || `definition ${t.definition_id}`} · instance ${t.instance_id} · ${when(t.created_at)}`),
         t.binding_id ? h('span', { class: 'chip' }, 'conversation') : null))));
