@@ -78,6 +78,8 @@ def test_upload_a_good_file_draws_a_shape_for_every_element(console, tenant_key,
     assert page.locator(".bjs-powered-by").count() == 1  # bpmn.io's watermark stays
     deployed = api.call("definition.list", code="console_order")["items"]
     assert deployed and page.url.endswith(f"#/definitions/{deployed[0]['definition_id']}")
+    page.get_by_text("No instance has reached any element yet.").wait_for()
+    assert "null" not in page.locator("main").inner_text()
     shots(page, "definition", best=True)
     console.assert_clean()
 
@@ -93,6 +95,10 @@ def test_a_refused_file_is_drawn_with_the_refused_element_outlined_and_its_messa
     assert stroke == "rgb(218, 30, 40)"
     notes = " ".join(page.locator(".refusal-note").all_inner_texts())
     assert "imports are not allowed" in notes and "Line 1" in notes and "'fax' is unknown" in notes
+    first, second = (note.bounding_box() for note in page.locator(".refusal-note").all())
+    apart = (first["y"] + first["height"] <= second["y"] or second["y"] + second["height"] <= first["y"]
+             or first["x"] + first["width"] <= second["x"] or second["x"] + second["width"] <= first["x"])
+    assert apart, "two neighbours' notes cover each other"
     assert page.locator(".baton-refused").count() == 2  # the start event too (trigger fax)
     assert "read_file" in page.locator("ol.refusals").inner_text() and "start" in page.locator("ol.refusals").inner_text()
     assert api.call("definition.list", code="console_refused")["total"] == 0  # nothing stored

@@ -122,6 +122,13 @@ def test_dead_deliveries_are_listed_with_their_error_and_retried(console, consol
     row.wait_for()
     assert "503" in row.inner_text()
     shots(page, "deliveries-dead", best=True)
+    console.go("#/")
+    dead_card = page.locator("section.card", has_text="Dead deliveries")
+    dead_card.locator(".big a").wait_for()
+    assert int(dead_card.locator(".big a").inner_text()) >= 1
+    page.locator("section.panel", has_text="Instances by definition").locator("table").wait_for()
+    shots(page, "dashboard", best=True)
+    console.go("#/deliveries")
     receiver.default = Answer(200, {"ok": True})
     row.get_by_role("button", name="Retry now").click()
     page.get_by_text(f"Delivery {dead[0]['delivery_id']} queued again.").wait_for()

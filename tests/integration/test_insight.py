@@ -91,6 +91,20 @@ def test_path_counts_both_branches_into_a_parallel_join(api, unique_code):
     assert [p["times"] for p in path["passed"] if p["element_id"] == "join"] == [1]
 
 
+def test_path_counts_each_pass_through_a_loop(api, unique_code):
+    api.deploy(bpmn("counting_loop.bpmn"), code=unique_code)
+    instance_id = start(api, unique_code, counter=0, target=3)
+    assert api.wait_for(instance_id)["status"] == "completed"
+
+    path = api.call("process.path", instance_id=instance_id)
+
+    times = {p["element_id"]: p["times"] for p in path["passed"]}
+    assert times == {"start": 1, "count": 3, "again": 3, "end": 1}
+    assert flows(path) == {("start", "count"), ("count", "again"), ("again", "count"), ("again", "end")}
+    assert [h["element_id"] for h in path["history"]] == ["start", *["count", "again"] * 3, "end"]
+    assert path["history_total"] == 8
+
+
 def test_path_enters_embedded_subprocesses(api, unique_code):
     api.deploy(bpmn("cov_subprocess.bpmn"), code=unique_code)
     instance_id = start(api, unique_code, quantity=12, shipping=1)

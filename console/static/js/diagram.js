@@ -100,7 +100,9 @@ class Diagram {
 }
 
 // Outlines each refused element in red with its message (definition.deploy's data.errors);
-// returns the errors that have no element on the diagram.
+// returns the errors that have no element on the diagram. Each note hangs below its element;
+// a note that would cover an earlier note or a refused element moves down below it (neighbours
+// are often refused together).
 export function showRefusals(diagram, errors) {
   const unplaced = [];
   const byElement = new Map();
@@ -112,10 +114,34 @@ export function showRefusals(diagram, errors) {
       unplaced.push(error);
     }
   }
-  for (const [elementId, found] of byElement) {
-    diagram.mark(elementId, 'baton-refused');
-    diagram.overlay(elementId, h('div', { class: 'refusal-note', role: 'note' },
-      found.map((e) => h('p', {}, e.line ? `Line ${e.line}: ${e.message}` : e.message))), { bottom: -8, left: -10 }, 'baton');
+  const elements = [...byElement.keys()].map((id) => diagram.registry.get(id))
+    .sort((a, b) => (a.y + a.height) - (b.y + b.height) || a.x - b.x);
+  const placed = elements.map((e) => ({ x: e.x, y: e.y, w: e.width, h: e.height }));  // in diagram units
+  for (const element of elements) {
+    diagram.mark(element.id, 'baton-refused');
+    const note = h('div', { class: 'refusal-note', role: 'note' },
+      byElement.get(element.id).map((e) => h('p', {}, e.line ? `Line ${e.line}: ${e.message}` : e.message)));
+    const left = -10;
+    let top = element.height + 8;
+    let id = diagram.overlays.add(element.id, 'baton', { position: { top, left }, html: note });
+    // (the overlay layer is scaled as a whole, so the note's own size is in diagram units)
+    const box = () => ({ x: element.x + left, y: element.y + top, w: note.offsetWidth, h: note.offsetHeight });
+    let moved = true;
+    while (moved) {
+      moved = false;
+      for (const other of placed) {
+        const mine = box();
+        if (mine.x < other.x + other.w && other.x < mine.x + mine.w && mine.y < other.y + other.h && other.y < mine.y + mine.h) {
+          top = other.y + other.h + 4 - element.y;
+          moved = true;
+        }
+      }
+    }
+    if (top !== element.height + 8) {
+      diagram.overlays.remove(id);
+      id = diagram.overlays.add(element.id, 'baton', { position: { top, left }, html: note });
+    }
+    placed.push(box());
   }
   return unplaced;
 }

@@ -1,7 +1,7 @@
 // A definition: its diagram with per-element badges (instances waiting there, failed there,
 // passed through it), like Camunda Operate's overlays; a badge lists those instances.
 import { batch, call } from '../rpc.js';
-import { h, replace, when } from '../dom.js';
+import { append, h, replace, when } from '../dom.js';
 import { drawDiagram } from '../diagram.js';
 import { startInstance } from '../start.js';
 import { errorBox, statusBadge, table } from '../widgets.js';
@@ -32,23 +32,25 @@ export async function render(main, [id]) {
     return () => diagram && diagram.destroy();
   }
   const s = stats.result;
-  statsPanel.append(h('p', {}, 'All instances of this version: ',
-    ['running', 'failed', 'completed', 'cancelled'].map((status) => [' ', h('a', { href: `#/instances?definition_id=${d.definition_id}&status=${status}` }, statusBadge(status), ` ${s.instances[status]}`)])),
-  s.passed_sample ? h('p', { class: 'hint' }, `“Passed” counts the newest ${s.passed_sample} instances only (reading each one's path has a cost); waiting and failed count every instance.`) : null);
+  const total = Object.values(s.instances).reduce((sum, n) => sum + n, 0);
+  const sampled = s.passed_sample < total;  // "passed" read the newest instances' paths only
+  append(statsPanel, [h('p', { class: 'status-counts' }, 'All instances of this version: ',
+    ['running', 'failed', 'completed', 'cancelled'].map((status) => h('a', { class: 'status-count', href: `#/instances?definition_id=${d.definition_id}&status=${status}` }, statusBadge(status), h('span', {}, String(s.instances[status]))))),
+  sampled && s.passed_sample ? h('p', { class: 'hint' }, `“Passed” counts the newest ${s.passed_sample} of ${total} instances only (reading each one's path has a cost); waiting and failed count every instance.`) : null]);
   const link = (elementId, at) => `#/instances?definition_id=${d.definition_id}&element_id=${encodeURIComponent(elementId)}&at=${at}`;
   for (const e of s.elements) {
     if (!diagram) break;
     if (e.waiting) diagram.overlay(e.element_id, h('a', { class: 'count-badge waiting', href: link(e.element_id, 'waiting'), title: `${e.waiting} instance(s) waiting at ${e.element_id}: list them` }, String(e.waiting)), { bottom: 10, left: -10 });
     if (e.failed) diagram.overlay(e.element_id, h('a', { class: 'count-badge failed', href: link(e.element_id, 'failed'), title: `${e.failed} instance(s) failed at ${e.element_id}: list them` }, String(e.failed)), { bottom: 10, right: 10 });
-    if (e.passed) diagram.overlay(e.element_id, h('span', { class: 'count-badge passed', title: `passed by ${e.passed} of the newest ${s.passed_sample} instances` }, String(e.passed)), { top: -12, right: 10 });
+    if (e.passed) diagram.overlay(e.element_id, h('span', { class: 'count-badge passed', title: sampled ? `passed by ${e.passed} of the newest ${s.passed_sample} instances` : `passed by ${e.passed} instance(s)` }, String(e.passed)), { top: -12, right: 10 });
   }
-  statsPanel.append(table('Instances per element', ['Element', 'Waiting', 'Failed', `Passed (newest ${s.passed_sample})`],
+  append(statsPanel, [table('Instances per element', ['Element', 'Waiting', 'Failed', sampled ? `Passed (newest ${s.passed_sample})` : 'Passed'],
     s.elements.map((e) => [
       h('span', {}, diagram ? diagram.name(e.element_id) : e.element_id, ' ', h('code', { class: 'muted' }, e.element_id)),
       e.waiting ? h('a', { href: link(e.element_id, 'waiting') }, String(e.waiting)) : '0',
       e.failed ? h('a', { href: link(e.element_id, 'failed') }, String(e.failed)) : '0',
       String(e.passed)]), 'No instance has reached any element yet.'),
-  h('p', { class: 'muted' }, `Deployed ${when(d.created_at)}.`));
+  h('p', { class: 'muted' }, `Deployed ${when(d.created_at)}.`)]);
   return () => diagram && diagram.destroy();
 }
 

@@ -95,7 +95,7 @@ export async function render(main, args, query) {
   }
 
   replace(main,
-    h('h1', {}, 'Instances'),
+    h('h1', {}, 'Instances ', h('span', { class: 'muted heading-count' }, answer.total === 1 ? '1 result' : `${answer.total.toLocaleString('en')} results`)),
     filters, elementNote,
     h('div', { class: 'bulk-bar' }, allBox, ' ', bulkInfo, retryButton, cancelButton),
     table('Instances', ['', 'Instance', 'Definition', 'Status', 'Started', 'Ended'], rows, 'No instance matches these filters.'),
