@@ -222,6 +222,7 @@ def create_app(config: dict | None = None) -> Flask:
     from channels.webchat import bp as webchat_bp
     from channels.webhook import WebhookDoor
     from channels.webhook import bp as webhook_bp
+    from console import console_blueprint
     from rpc.endpoint import rpc_blueprint
     from rpc.methods import build_methods
 
@@ -230,6 +231,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(webchat_bp)
     app.register_blueprint(task_callback_bp)
     app.register_blueprint(rpc_blueprint(build_methods(), settings))
+    app.register_blueprint(console_blueprint())
     if not app.debug:  # (debug answers are indented: Flask's path gives them)
         with app.app_context():
             app.wsgi_app = WebhookDoor(app.wsgi_app, db.engine, wakers, settings.max_body_bytes)

@@ -90,7 +90,7 @@ def _serve(methods: MethodTable, settings, legacy: bool) -> Response:
         payload = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return _reply(_error_answer(ParseError("The body is not valid JSON (UTF-8)."), None))
-    context = RpcContext(principal=principal, settings=settings, legacy=legacy)
+    context = RpcContext(principal=principal, settings=settings, legacy=legacy, methods=methods)
     if not isinstance(payload, list):
         return _reply(_answer(payload, context, methods))
     if not payload:
@@ -174,7 +174,7 @@ def _invoke(context: RpcContext, methods: MethodTable, name: str, params: Any) -
         if method is None:
             shown = name if len(name) <= 100 else name[:100] + "..."
             raise MethodNotFoundError(f"Method '{shown}' not found.", data={"method": shown})
-        context.principal.require(method.needs)
+        method.require(context.principal)
         if not isinstance(params, dict):
             raise InvalidParamsError("Params must be an object of named parameters.")
         if context.legacy:
