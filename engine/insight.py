@@ -24,9 +24,6 @@ from engine.store.workflows import SpecCache
 MAX_HISTORY = 500           # newest steps an answer lists; ``history_total`` says how many there were
 DEFAULT_SAMPLE, MAX_SAMPLE = 100, 1000
 _LIVE = TaskState.WAITING | TaskState.READY | TaskState.STARTED
-# Parsed specs of the definitions looked at (definitions never change, so it is never stale;
-# bounded, thread-safe). A web process builds no runner, so it has no spec cache of its own.
-_specs = SpecCache(size=64)
 
 
 class Step(NamedTuple):
@@ -37,14 +34,14 @@ class Step(NamedTuple):
     state: str               # completed | waiting | failed
 
 
-def instance_path(tenant_id: int, instance_id: int) -> dict[str, Any]:
+def instance_path(tenant_id: int, instance_id: int, specs: SpecCache) -> dict[str, Any]:
     row = db.session.execute(select(
         Instance.id, Instance.definition_id, Instance.status, Instance.state, Instance.waiting_for,
         Instance.error, Instance.started_at, Instance.completed_at,
     ).where(Instance.tenant_id == tenant_id, Instance.id == instance_id)).first()
     if row is None:
         raise NotFoundError(f"Instance {instance_id} not found.")
-    steps, flows = read_path(tenant_id, row.definition_id, row.state)
+    steps, flows = read_path(specs, tenant_id, row.definition_id, row.state)
     passed: dict[str, dict[str, Any]] = {}
     live_since: dict[str, float] = {}
     for step in steps:
@@ -69,7 +66,8 @@ def instance_path(tenant_id: int, instance_id: int) -> dict[str, Any]:
     }
 
 
-def read_path(tenant_id: int, definition_id: int, state: str | None) -> tuple[list[Step], list[tuple[str, str]]]:
+def read_path(specs: SpecCache, tenant_id: int, definition_id: int,
+              state: str | None) -> tuple[list[Step], list[tuple[str, str]]]:
     """The steps of an instance, oldest first, and the distinct (from, to) element pairs it went
     along: the one reader of a path from what is stored (no workflow is restored, nothing runs).
 
@@ -84,7 +82,7 @@ def read_path(tenant_id: int, definition_id: int, state: str | None) -> tuple[li
     """
     if not state:
         return [], []
-    spec, own_subprocesses = _specs.get(tenant_id, definition_id)
+    spec, own_subprocesses = specs.get(tenant_id, definition_id)
     tree = json.loads(state)
     steps: list[Step] = []
     flows: dict[tuple[str, str], None] = {}
@@ -178,7 +176,7 @@ def _iso(epoch: float) -> str:
 # --- definition.stats ------------------------------------------------------------------------
 
 
-def definition_stats(tenant_id: int, definition_id: int, sample: int) -> dict[str, Any]:
+def definition_stats(tenant_id: int, definition_id: int, sample: int, specs: SpecCache) -> dict[str, Any]:
     _require_definition(tenant_id, definition_id)
     of_definition = (Instance.tenant_id == tenant_id, Instance.definition_id == definition_id)
     by_status = dict(db.session.execute(
@@ -204,7 +202,7 @@ def definition_stats(tenant_id: int, definition_id: int, sample: int) -> dict[st
         states = db.session.execute(select(Instance.state).where(*of_definition)
                                     .order_by(Instance.id.desc()).limit(sample)).scalars().all()
         for state in states:
-            steps, _ = read_path(tenant_id, definition_id, state)
+            steps, _ = read_path(specs, tenant_id, definition_id, state)
             for element_id in {step.element["element_id"] for step in steps if step.state == "completed"}:
                 bump(element_id, "passed", 1)
         sampled = len(states)

@@ -9,13 +9,13 @@ from rpc.registry import ANY_KEY, RpcMethod
 
 def path(ctx, params):
     reject_unknown(params, {"instance_id"})
-    return insight.instance_path(ctx.tenant_id, require_int(params, "instance_id"))
+    return insight.instance_path(ctx.tenant_id, require_int(params, "instance_id"), ctx.specs)
 
 
 def stats(ctx, params):
     reject_unknown(params, {"definition_id", "sample"})
     sample = optional_int(params, "sample", insight.DEFAULT_SAMPLE, minimum=0, maximum=insight.MAX_SAMPLE)
-    return insight.definition_stats(ctx.tenant_id, require_int(params, "definition_id"), sample)
+    return insight.definition_stats(ctx.tenant_id, require_int(params, "definition_id"), sample, ctx.specs)
 
 
 def instances_at(ctx, params):

@@ -22,6 +22,7 @@ class RpcContext:
     settings: Any   # app.Settings (public_url, allow_private_urls, ...)
     legacy: bool = False  # True on the old ``/rpc`` path
     methods: "MethodTable | None" = None  # the table the call came through (auth.whoami lists it)
+    specs: Any = None  # the process's engine.store.workflows.SpecCache (methods that read instance state)
 
     @property
     def tenant_id(self) -> int:
