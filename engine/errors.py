@@ -23,6 +23,7 @@ Flask error handlers (``channels/http.py``).
     ├── ScriptError           a sandboxed script/condition/template failed (fails its instance)
     │   └── SandboxLimitError     it broke the time or memory limit
     └── OutboundError         -32603 outbound_failed   502  an outbound HTTP call failed (connect, timeout, size)
+        └── MessengerUnavailableError  messenger_unavailable: Telegram/Viber/WhatsApp could not be reached
 """
 from __future__ import annotations
 
@@ -175,3 +176,9 @@ class OutboundError(BatonError):
 
     reason = "outbound_failed"
     http_status = 502
+
+
+class MessengerUnavailableError(OutboundError):
+    """The messenger could not be reached; nothing was changed. Try again later."""
+
+    reason = "messenger_unavailable"

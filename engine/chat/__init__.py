@@ -1,0 +1,1 @@
+"""Chat: channels, conversations and the messengers Baton talks to."""
