@@ -3,6 +3,7 @@ request, scripted failures and delays, and a client for the calls a messenger ma
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -62,6 +63,7 @@ class FakeServer:
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
+        self._connections: set[socket.socket] = set()
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -85,11 +87,19 @@ class FakeServer:
         return self
 
     def stop(self) -> None:
+        """Stop listening and cut open keep-alive connections too, so a stopped fake is really gone."""
         self._stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        with self._lock:
+            connections, self._connections = list(self._connections), set()
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
 
     def __enter__(self):
         return self.start()
@@ -163,6 +173,16 @@ def _handler_for(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         disable_nagle_algorithm = True
+
+        def setup(self) -> None:
+            super().setup()
+            with fake._lock:
+                fake._connections.add(self.connection)
+
+        def finish(self) -> None:
+            with fake._lock:
+                fake._connections.discard(self.connection)
+            super().finish()
 
         def _handle(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)

@@ -6,6 +6,7 @@ import pytest
 
 from engine.outbound import OutboundHttp
 from tests.fakes.telegram import FakeTelegram
+from tests.fakes.viber import FakeViber
 from tests.receiver import Answer, Receiver
 
 
@@ -18,6 +19,12 @@ def http():
 @pytest.fixture
 def telegram_fake():
     with FakeTelegram() as fake:
+        yield fake
+
+
+@pytest.fixture
+def viber_fake():
+    with FakeViber() as fake:
         yield fake
 
 
