@@ -211,3 +211,16 @@ def _handler_for(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
             pass
 
     return Handler
+
+
+class Recorder(FakeServer):
+    """Stands in for Baton's inbound endpoints in protocol tests: records every call, answers ``answer``."""
+
+    label = "recorder"
+
+    def __init__(self, port: int = 0, answer: Reply | None = None):
+        super().__init__(port)
+        self.answer = answer or Reply(200, {"ok": True})
+
+    def respond(self, request: Recorded) -> Reply:
+        return self.answer

@@ -7,7 +7,7 @@ import pytest
 from engine.outbound import OutboundHttp
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.viber import FakeViber
-from tests.receiver import Answer, Receiver
+from tests.fakes.server import Recorder
 
 
 @pytest.fixture
@@ -31,6 +31,5 @@ def viber_fake():
 @pytest.fixture
 def baton():
     """Where the messenger fakes send inbound calls; answers 200 like Baton's endpoints."""
-    receiver = Receiver(Answer(200, {"ok": True})).start()
-    yield receiver
-    receiver.stop()
+    with Recorder() as recorder:
+        yield recorder

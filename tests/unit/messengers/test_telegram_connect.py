@@ -130,7 +130,7 @@ def test_an_update_sent_by_telegram_verifies_with_the_stored_secret_token(http, 
     connection = telegram.connect(http, {"bot_token": token}, baton.url + telegram.WEBHOOK_PATH,
                                   api_url=telegram_fake.api_url)
     assert telegram_fake.deliver(token, telegram_fake.text_update(42, "hi")).status_code == 200
-    received = baton.wait_for(1)[0]
+    received = baton.wait_for("", 1)[0]
     assert received.path == "/webhooks/telegram"
     assert telegram.secret_token_key(received.headers) == connection.webhook_secret.split("_")[0]
     assert telegram.verify(received.headers, connection.webhook_secret)

@@ -10,8 +10,7 @@ from engine.chat.messengers import viber
 from engine.chat.messengers.inbound import DELIVERY_STATUS, IGNORED, REACHABLE, UNREACHABLE
 from engine.chat.messengers.sending import DEAD, RETRY, SENT, Button
 from engine.errors import BadRequestError, InvalidParamsError, MessengerUnavailableError
-from tests.fakes.server import encode
-from tests.receiver import Answer
+from tests.fakes.server import Reply, encode
 
 
 def settings(token: str, sender_name: str = "Acme") -> dict:
@@ -42,8 +41,8 @@ def test_connect_checks_the_token_and_registers_after_viber_checks_the_url(http,
     assert viber_fake.requests[1].json() == {"url": f"{baton.url}/channels/viber/inbound?channel=k1",
                                              "event_types": list(viber.EVENT_TYPES), "send_name": True,
                                              "send_photo": False}
-    [check] = baton.wait_for(1)
-    assert check.path == "/channels/viber/inbound?channel=k1"
+    [check] = baton.wait_for("", 1)
+    assert (check.path, check.query) == ("/channels/viber/inbound", {"channel": "k1"})
     assert viber.is_webhook_check(check.body) and viber.verify(check.headers, check.body, token)
     assert [item.event for item in viber.parse(check.body)] == ["webhook"]
     assert (connection.bot_name, connection.bot_id) == ("Acme Support", viber_fake.accounts[token]["id"])
@@ -53,7 +52,7 @@ def test_connect_checks_the_token_and_registers_after_viber_checks_the_url(http,
 
 def test_registration_fails_when_the_webhook_does_not_answer_viber_with_200(http, viber_fake, baton):
     token = viber_fake.add_account()
-    baton.default = Answer(404, {"error": "nope"})
+    baton.answer = Reply(404, {"error": "nope"})
     with pytest.raises(InvalidParamsError) as refused:
         connect(http, viber_fake, baton, token)
     assert refused.value.data["param"] == "webhook_url"
@@ -117,7 +116,7 @@ def test_signatures_verify_only_for_the_exact_body_and_token(http, viber_fake, b
     connect(http, viber_fake, baton, token)
     viber_fake.deliver(token, viber_fake.message_event("u1", "hello"))
     viber_fake.deliver(token, viber_fake.message_event("u1", "forged"), signed_with="someone-else")
-    good, forged = baton.wait_for(3)[1:]
+    good, forged = baton.wait_for("", 3)[1:]
     compared = []
     real = hmac.compare_digest
     monkeypatch.setattr(hmac, "compare_digest", lambda a, b: compared.append(1) or real(a, b))
