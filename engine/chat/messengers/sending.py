@@ -154,3 +154,10 @@ def common_button_refusals(buttons: Sequence[Button]) -> list[str]:
         seen_ids.add(button.id)
         seen_titles.add(button.title)
     return refusals
+
+
+def refuse_buttons(messenger: str, refusals: list[str]) -> None:
+    """Buttons that slipped past deploy (a template, ``conversation.send``) are refused before sending."""
+    if refusals:
+        raise InvalidParamsError(f"{messenger} cannot carry these buttons: {' '.join(refusals)}",
+                                 data={"param": "buttons"})

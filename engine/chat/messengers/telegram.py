@@ -20,7 +20,8 @@ from engine.chat.messengers import telegram_updates
 from engine.chat.messengers.connection import Connection, call, quote, refused, unavailable
 from engine.chat.messengers.inbound import InboundItem, as_dict, as_id, as_int, as_text, header, same_secret
 from engine.chat.messengers.sending import (DEAD, RETRY, SENT, WAIT, Button, HttpRequest, OutboundCall,
-                                            SendOutcome, common_button_refusals, require_text, split_text)
+                                            SendOutcome, common_button_refusals, refuse_buttons, require_text,
+                                            split_text)
 from engine.chat.messengers.settings import Setting, SettingsSpec
 from engine.errors import MessengerUnavailableError
 from engine.outbound import OutboundHttp, OutboundResponse
@@ -124,6 +125,7 @@ def parse(body: bytes) -> list[InboundItem]:
 def calls(chat_id: str, text: str, buttons: Sequence[Button] = ()) -> list[OutboundCall]:
     """``sendMessage`` calls for one reply: the text split at whitespace into parts of at most 4096
     characters, in order; the buttons, one per row, go with the last part."""
+    refuse_buttons(NAME, button_refusals(buttons))
     parts = split_text(require_text(text, NAME), TEXT_LIMIT)
     made = [OutboundCall("sendMessage", {"chat_id": chat_id, "text": part}) for part in parts]
     if buttons:

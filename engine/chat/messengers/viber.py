@@ -21,10 +21,9 @@ from typing import Any
 
 from engine.chat.messengers import viber_callbacks
 from engine.chat.messengers.connection import Connection, call, quote, refused, unavailable
-from engine.chat.messengers.inbound import (InboundItem, as_dict, as_id, as_int, as_text, hmac_sha256_hex,
-                                            header, same_secret)
+from engine.chat.messengers.inbound import InboundItem, as_id, as_int, as_text, header, hmac_sha256_hex, same_secret
 from engine.chat.messengers.sending import (DEAD, RETRY, SENT, Button, HttpRequest, OutboundCall, SendOutcome,
-                                            common_button_refusals, require_text, split_text)
+                                            common_button_refusals, refuse_buttons, require_text, split_text)
 from engine.chat.messengers.settings import SettingsSpec, text_setting, token_setting
 from engine.errors import MessengerUnavailableError
 from engine.outbound import OutboundHttp, OutboundResponse
@@ -129,6 +128,7 @@ def calls(chat_id: str, text: str, buttons: Sequence[Button] = ()) -> list[Outbo
     """``send_message`` calls for one reply: parts of at most 7000 characters cut at whitespace; the
     keyboard (one reply button per row) goes with the last part, with ``tracking_data`` mapping each
     title to its id (a pressed button comes back as its title) and ``min_api_version``."""
+    refuse_buttons(NAME, button_refusals(buttons))
     parts = split_text(require_text(text, NAME), TEXT_LIMIT)
     made = [OutboundCall("send_message", {"receiver": chat_id, "type": "text", "text": part}) for part in parts]
     if buttons:

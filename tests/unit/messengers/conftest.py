@@ -7,6 +7,7 @@ import pytest
 from engine.outbound import OutboundHttp
 from tests.fakes.telegram import FakeTelegram
 from tests.fakes.viber import FakeViber
+from tests.fakes.whatsapp import FakeWhatsApp
 from tests.fakes.server import Recorder
 
 
@@ -25,6 +26,12 @@ def telegram_fake():
 @pytest.fixture
 def viber_fake():
     with FakeViber() as fake:
+        yield fake
+
+
+@pytest.fixture
+def whatsapp_fake():
+    with FakeWhatsApp() as fake:
         yield fake
 
 

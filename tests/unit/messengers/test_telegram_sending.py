@@ -119,9 +119,13 @@ def test_button_ids_longer_than_telegrams_callback_data_are_refused_at_deploy(ht
     assert telegram.button_refusals([Button(fits, "Fits")]) == []
     assert telegram.button_refusals([Button(too_long, "Long")]) == [
         f"Button id '{too_long}' is longer than Telegram's 64 bytes of callback data."]
+    with pytest.raises(InvalidParamsError, match="Telegram cannot carry these buttons: Button id"):
+        telegram.calls("1", "x", [Button(too_long, "Long")])
     token = telegram_fake.add_bot()
     assert send_all(http, telegram_fake, token, "1", "x", [Button(fits, "Fits")])[0].kind == SENT
-    assert send_all(http, telegram_fake, token, "1", "x", [Button(too_long, "Long")])[0].kind == DEAD
+    forced = telegram.calls("1", "x", [Button("a", "Long")])[0]
+    forced.payload["reply_markup"]["inline_keyboard"][0][0]["callback_data"] = too_long
+    assert send(http, telegram_fake, token, forced).kind == DEAD            # the fake refuses it as Telegram does
 
 
 def test_common_button_rules_apply_to_telegram_too():

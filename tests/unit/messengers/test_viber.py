@@ -136,7 +136,8 @@ def test_a_text_message_and_a_pressed_button(http, viber_fake):
     send_all(http, viber_fake, token, "u1==", "Pick one", [Button("yes", "Yes <b>"), Button("no", "No")])
     pressed = viber.parse(encode(viber_fake.pressed("u1==", viber_fake.sent[0], "Yes <b>")))[0]
     assert (pressed.message_type, pressed.text, pressed.button_id) == ("button", "Yes <b>", "yes")
-    typed = viber.parse(encode(viber_fake.message_event("u1==", "Maybe", tracking_data=viber_fake.sent[0]["tracking_data"])))[0]
+    typed_reply = viber_fake.message_event("u1==", "Maybe", tracking_data=viber_fake.sent[0]["tracking_data"])
+    typed = viber.parse(encode(typed_reply))[0]
     assert (typed.message_type, typed.button_id) == ("text", None)
 
 
@@ -250,5 +251,11 @@ def test_viber_button_limits_are_refused_at_deploy(http, viber_fake):
     many = [Button(f"id-{n}-" + "i" * 60, f"title {n} " + "t" * 60) for n in range(40)]
     assert viber.button_refusals(many) == ["The buttons' titles and ids together are too long for Viber: they "
                                            "must fit in 4000 characters of tracking data."]
+    with pytest.raises(InvalidParamsError, match="Viber cannot carry these buttons"):
+        viber.calls("u1", "x", [Button("a", long_title)])
     token = viber_fake.add_account()
-    assert send_all(http, viber_fake, token, "u1", "x", [Button("a", long_title)])[0].kind == DEAD
+    forced = viber.calls("u1", "x", [Button("a", "A")])[0]
+    forced.payload["keyboard"]["Buttons"][0]["Text"] = long_title
+    request = viber.request(settings(token), forced, api_url=viber_fake.api_url)
+    answer = http.request(request.method, request.url, headers=request.headers, body=request.body)
+    assert viber.classify(answer).kind == DEAD                               # the fake refuses it as Viber does
