@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.errors import InvalidParamsError, OutboundError, OutboundRefusedError
+from engine.outbound import OutboundResponse
 
 # Outcome kinds of one send attempt.
 SENT = "sent"        # accepted by the messenger
@@ -64,6 +65,15 @@ class SendOutcome:
     reason: str | None = None
     wait_s: float | None = None
     message_id: str | None = None
+
+
+def answer_object(response: OutboundResponse) -> dict[str, Any] | None:
+    """A messenger's answer as a JSON object; None for anything else (a proxy's HTML page, garbage)."""
+    try:
+        answer = json.loads(response.body)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+    return answer if isinstance(answer, dict) else None
 
 
 def transport_failure(error: OutboundError | OutboundRefusedError) -> SendOutcome:

@@ -19,8 +19,8 @@ from typing import Any
 from engine.chat.messengers import telegram_updates
 from engine.chat.messengers.connection import Connection, call, quote, refused, unavailable
 from engine.chat.messengers.inbound import InboundItem, as_dict, as_id, as_int, as_text, header, same_secret
-from engine.chat.messengers.sending import (DEAD, RETRY, SENT, WAIT, Button, HttpRequest, OutboundCall,
-                                            SendOutcome, common_button_refusals, refuse_buttons, require_text,
+from engine.chat.messengers.sending import (DEAD, RETRY, SENT, WAIT, Button, HttpRequest, OutboundCall, SendOutcome,
+                                            answer_object, common_button_refusals, refuse_buttons, require_text,
                                             split_text)
 from engine.chat.messengers.settings import Setting, SettingsSpec
 from engine.errors import MessengerUnavailableError
@@ -174,11 +174,9 @@ def classify(response: OutboundResponse) -> SendOutcome:
 
 
 def _answer_of(response: OutboundResponse) -> dict[str, Any] | None:
-    try:
-        answer = json.loads(response.body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    return answer if isinstance(answer, dict) and isinstance(answer.get("ok"), bool) else None
+    """A Bot API answer (an object with a boolean ``ok``), else None."""
+    answer = answer_object(response)
+    return answer if answer is not None and isinstance(answer.get("ok"), bool) else None
 
 
 def button_refusals(buttons: Sequence[Button]) -> list[str]:

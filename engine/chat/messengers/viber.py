@@ -23,7 +23,8 @@ from engine.chat.messengers import viber_callbacks
 from engine.chat.messengers.connection import Connection, call, quote, refused, unavailable
 from engine.chat.messengers.inbound import InboundItem, as_id, as_int, as_text, header, hmac_sha256_hex, same_secret
 from engine.chat.messengers.sending import (DEAD, RETRY, SENT, Button, HttpRequest, OutboundCall, SendOutcome,
-                                            common_button_refusals, refuse_buttons, require_text, split_text)
+                                            answer_object, common_button_refusals, refuse_buttons, require_text,
+                                            split_text)
 from engine.chat.messengers.settings import SettingsSpec, text_setting, token_setting
 from engine.errors import MessengerUnavailableError
 from engine.outbound import OutboundHttp, OutboundResponse
@@ -170,13 +171,9 @@ def classify(response: OutboundResponse) -> SendOutcome:
 
 
 def _answer_of(response: OutboundResponse) -> dict[str, Any] | None:
-    if response.status != 200:
-        return None
-    try:
-        answer = json.loads(response.body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    if not isinstance(answer, dict) or as_int(answer.get("status")) is None:
+    """A REST API answer (HTTP 200, an object with an integer ``status``), else None."""
+    answer = answer_object(response) if response.status == 200 else None
+    if answer is None or as_int(answer.get("status")) is None:
         return None
     return {**answer, "status": as_int(answer["status"])}
 

@@ -22,8 +22,8 @@ from engine.chat.messengers.connection import Connection, call, quote, refused, 
 from engine.chat.messengers.inbound import (InboundItem, as_dict, as_int, as_list, as_text, header, hmac_sha256_hex,
                                             same_secret)
 from engine.chat.messengers.sending import (DEAD, RETRY, SENT, WAIT, Button, HttpRequest, OutboundCall, SendOutcome,
-                                            common_button_refusals, refuse_buttons, require_text, split_text,
-                                            utf16_length)
+                                            answer_object, common_button_refusals, refuse_buttons, require_text,
+                                            split_text, utf16_length)
 from engine.chat.messengers.settings import SettingsSpec, digits_setting, token_setting
 from engine.errors import MessengerUnavailableError
 from engine.outbound import OutboundHttp, OutboundResponse
@@ -64,7 +64,7 @@ def connect(http: OutboundHttp, settings: Mapping[str, Any], webhook_url: str | 
     response = call(http, NAME, HttpRequest("GET", f"{api_url.rstrip('/')}/{number}"
                                             "?fields=id,display_phone_number,verified_name",
                                             {"Authorization": f"Bearer {checked['access_token']}"}))
-    answer = _answer_of(response)
+    answer = answer_object(response)
     if answer is None or (response.status >= 500 and "error" not in answer):
         raise unavailable(NAME, response)
     error = as_dict(answer.get("error"))
@@ -147,7 +147,7 @@ def classify(response: OutboundResponse) -> SendOutcome:
     """Read Meta's answer from its body: a ``wamid`` is sent; ``error.code`` 131047 (24-hour window
     closed) and other requests that can never succeed are dead at once; rate limits (130429, 80007,
     131056, 4) wait; anything else (expired token, 5xx, no Graph answer) is retried."""
-    answer = _answer_of(response)
+    answer = answer_object(response)
     if answer is None:
         return SendOutcome(RETRY, reason=f"{NAME} answered HTTP {response.status} without a Graph API answer.")
     error = as_dict(answer.get("error"))
@@ -163,13 +163,6 @@ def classify(response: OutboundResponse) -> SendOutcome:
         return SendOutcome(DEAD, reason=reason)
     return SendOutcome(RETRY, reason=reason)
 
-
-def _answer_of(response: OutboundResponse) -> dict[str, Any] | None:
-    try:
-        answer = json.loads(response.body)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-    return answer if isinstance(answer, dict) else None
 
 
 def _reason(error: dict[str, Any]) -> str:
