@@ -1,1 +1,1 @@
-"""Chat: channels, conversations and the messengers Baton talks to."""
+"""Talking with customers: channel configurations, conversations, the outbox of an advance, AI dialogs (and messengers)."""
