@@ -126,7 +126,7 @@ class Baton:
         from ai import build_provider
         from engine.chat.ai_dialogs import AiTurnRunner
         from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, TIMER_START
-        from engine.outbound.delivery import DeliveryRunner
+        from engine.outbound.delivery_runner import DeliveryRunner
         from engine.outbound.http import OutboundHttp
         from engine.outbound.http_tasks import HttpTaskRunner
         from engine.runtime.runner import Runner
