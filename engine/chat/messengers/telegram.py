@@ -90,6 +90,13 @@ def webhook_info(http: OutboundHttp, settings: Mapping[str, Any], *,
     return as_dict(_call(http, api_url, SETTINGS.check(settings)["bot_token"], "getWebhookInfo", {}))
 
 
+def registered_webhook(http: OutboundHttp, settings: Mapping[str, Any], *,
+                       api_url: str = DEFAULT_API_URL) -> str | None:
+    """The URL Telegram sends the bot's updates to now (None: none), so that a channel unregisters
+    only a webhook that is still its own (a bot has one; another channel may have taken it since)."""
+    return as_text(webhook_info(http, settings, api_url=api_url).get("url")) or None
+
+
 def _call(http: OutboundHttp, api_url: str, token: str, method: str, payload: dict[str, Any], *,
           what: str = "the bot_token", param: str = "settings.bot_token") -> Any:
     response = call(http, NAME, _http_request(api_url, token, method, payload))

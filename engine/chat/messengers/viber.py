@@ -88,6 +88,14 @@ def disconnect(http: OutboundHttp, settings: Mapping[str, Any], *, api_url: str 
     _call(http, api_url, SETTINGS.check(settings)["auth_token"], "set_webhook", {"url": ""})
 
 
+def registered_webhook(http: OutboundHttp, settings: Mapping[str, Any], *,
+                       api_url: str = DEFAULT_API_URL) -> str | None:
+    """The URL Viber calls now (``get_account_info``'s ``webhook``; None: none), so that a channel
+    unregisters only a webhook that is still its own."""
+    info = _call(http, api_url, SETTINGS.check(settings)["auth_token"], "get_account_info", {})
+    return as_text(info.get("webhook")) or None
+
+
 def _call(http: OutboundHttp, api_url: str, token: str, method: str, payload: dict[str, Any], *,
           what: str = "the auth_token", param: str = "settings.auth_token") -> dict[str, Any]:
     response = call(http, NAME, _http_request(api_url, token, method, payload))

@@ -87,6 +87,13 @@ def disconnect(http: OutboundHttp, settings: Mapping[str, Any], *, api_url: str 
     SETTINGS.check(settings)
 
 
+def registered_webhook(http: OutboundHttp, settings: Mapping[str, Any], *,
+                       api_url: str = DEFAULT_API_URL) -> str | None:
+    """Meta does not say by API which URL the app's webhook calls: None (nothing to unregister)."""
+    SETTINGS.check(settings)
+    return None
+
+
 # --- inbound ------------------------------------------------------------------------------------------
 
 def handshake(query: Mapping[str, str], verify_tokens: Iterable[str]) -> str | None:

@@ -38,8 +38,8 @@ def _deploy(tenant_id: int, channel: Channel) -> None:
 
 
 def _say(channel: Channel, chat_id: str, text: str) -> dict:
-    return conversations.accept(db.session.get(Channel, channel.id), chat_id=chat_id, text=text,
-                                user_id="u-1", username="Zoë")
+    return conversations.accept(db.session.get(Channel, channel.id), conversations.Arrival(
+        chat_id=chat_id, text=text, user_id="u-1", username="Zoë"))
 
 
 def test_a_first_message_starts_the_process_and_opens_the_conversation(channel):
