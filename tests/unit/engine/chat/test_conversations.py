@@ -24,7 +24,7 @@ def channel(app):
         db.session.execute(delete(Job))
         db.session.commit()
         tenant, _key = create_tenant(f"t-{uuid.uuid4().hex[:10]}")
-        created = channel_configs.create(tenant.id, type_="webchat", name=f"site-{uuid.uuid4().hex[:6]}",
+        created = channel_configs.create(tenant.id, name=f"site-{uuid.uuid4().hex[:6]}",
                                   webhook_url="http://127.0.0.1:9/chat", webhook_secret=None, settings=None,
                                   allow_private=True)
         yield tenant.id, db.session.get(Channel, created["config_id"])
