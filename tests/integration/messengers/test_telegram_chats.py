@@ -3,8 +3,11 @@ web-chat messages; replies sent in order as sendMessage calls, buttons both ways
 each of Telegram's errors with the right outcome; the AI step and an operator through Telegram."""
 from __future__ import annotations
 
+import pytest
 import requests
 
+from tests.fakes.telegram import error as telegram_error
+from tests.harness import RpcError
 from tests.integration.messengers.helpers import (conversations_of, deliveries_of, deploy_on, eventually,
                                                   messages_of, new_chat_id, new_name, settled_deliveries)
 
@@ -157,13 +160,13 @@ def test_telegrams_errors_decide_wait_retry_or_dead_at_once(idle, fakes):
     waited, retried, blocked, unknown = (new_chat_id() for _ in range(4))
     fake.block(blocked)
     fake.forget_chat(unknown)
-    fake.script(fake_error(429, "Too Many Requests: retry after 1", retry_after=1),
+    fake.script(telegram_error(429, "Too Many Requests: retry after 1", retry_after=1),
                 path_endswith=f"{bot.token}/sendMessage")
     bot.say(waited, "rate limited")
     bot.texts(waited, 1)
     limited, accepted = [r for r in bot.calls("sendMessage") if r.json()["chat_id"] == str(waited)]
     assert accepted.at - limited.at >= 0.95                         # retry_after honoured
-    fake.script(fake_error(502, "Bad Gateway"), times=2, path_endswith=f"{bot.token}/sendMessage")
+    fake.script(telegram_error(502, "Bad Gateway"), times=2, path_endswith=f"{bot.token}/sendMessage")
     bot.say(retried, "flaky")
     bot.texts(retried, 1)
     bot.say(blocked, "then blocked")
@@ -176,11 +179,6 @@ def test_telegrams_errors_decide_wait_retry_or_dead_at_once(idle, fakes):
     assert by_outcome["sent"]["external_id"]
     shown = mapi.call("channel.get", config_id=bot.config_id)
     assert "chat not found" in shown["last_error"] and shown["last_error_at"]
-
-
-def fake_error(code: int, description: str, **parameters):
-    from tests.fakes.telegram import error
-    return error(code, description, **parameters)
 
 
 def test_a_customer_who_blocks_the_bot_gets_no_more_calls_until_unblocking(mapi, fakes):
@@ -210,14 +208,11 @@ def test_a_message_no_process_is_bound_to_is_acknowledged_and_shown_as_the_chann
 
 def test_buttons_telegram_cannot_carry_are_refused_at_deploy(mapi, fakes):
     bot = Bot(mapi, fakes.telegram, fixture=None)
-    try:
+    with pytest.raises(RpcError) as refused:
         deploy_on(mapi, "chat_buttons.bpmn", bot.channel, buttons=f"{'x' * 65}:Too long an id")
-    except Exception as error:  # noqa: BLE001 - checked below
-        assert error.reason == "invalid_params"
-        [refusal] = error.data["errors"]
-        assert refusal["element_id"] == "ask" and "64 bytes" in refusal["message"]
-    else:
-        raise AssertionError("deploy took a button id Telegram cannot carry")
+    assert refused.value.reason == "invalid_params"
+    [refusal] = refused.value.data["errors"]
+    assert refusal["element_id"] == "ask" and "64 bytes" in refusal["message"]
 
 
 def test_the_ai_step_answers_through_telegram_then_hands_over_to_an_operator(mapi, fakes):
