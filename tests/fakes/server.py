@@ -115,6 +115,11 @@ class FakeServer:
         with self._lock:
             self._scripted += [_Scripted(reply, lambda r, end=path_endswith: r.path.endswith(end))] * times
 
+    def unscript(self) -> None:
+        """Drop every scripted answer not used yet: the protocol's own answers again."""
+        with self._lock:
+            self._scripted.clear()
+
     def delay_next(self, seconds: float, *, times: int = 1, path_endswith: str = "") -> None:
         """The next ``times`` matching requests are answered normally, ``seconds`` late."""
         self.script(Reply(status=-1, delay_s=seconds), times=times, path_endswith=path_endswith)
