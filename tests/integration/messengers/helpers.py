@@ -3,10 +3,10 @@ deliveries and conversations of one channel, waiting for what a fake received.""
 from __future__ import annotations
 
 import random
-import time
 import uuid
 
 from tests.harness import bpmn
+from tests.integration.test_webchat import eventually as eventually  # re-exported: one polling loop for chat tests
 
 
 def new_name(prefix: str) -> str:
@@ -25,17 +25,6 @@ def deploy_on(api, fixture: str, channel: dict, **placeholders: str) -> dict:
     for name, value in placeholders.items():
         xml = xml.replace(f"__{name.upper()}__", value)
     return api.deploy(xml.replace("__CHANNEL__", channel["name"]), code=new_name("msg"))
-
-
-def eventually(read, check, timeout: float = 20.0):
-    """``read()`` again until ``check(value)`` holds; the last value otherwise (and the assert fails)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = read()
-        if check(value) or time.monotonic() > deadline:
-            assert check(value), value
-            return value
-        time.sleep(0.03)
 
 
 def conversations_of(api, config_id: int) -> list[dict]:
