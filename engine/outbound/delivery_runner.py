@@ -150,7 +150,7 @@ class DeliveryRunner:
     def _post_attempt(job: jobs.ClaimedJob, row: Delivery) -> _Attempt:
         """A signed POST: to the channel's current webhook URL with its current secret, if it has one."""
         url, secret = row.url, job.payload.get("secret")
-        if row.channel_id is not None:
+        if row.channel_id is not None and url.startswith(("http://", "https://")):
             channel = db.session.execute(select(Channel.webhook_url, Channel.webhook_secret)
                                          .where(Channel.id == row.channel_id)).first()
             if channel is not None:
