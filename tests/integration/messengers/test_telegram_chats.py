@@ -154,7 +154,7 @@ def test_a_long_answer_is_sent_as_several_messages_in_order(mapi, fakes):
     assert [d["status"] for d in deliveries] == ["sent"] * 3
 
 
-def test_telegrams_errors_decide_wait_retry_or_dead_at_once(idle, fakes):
+def test_telegrams_errors_decide_wait_retry_or_dead_at_once(idle, fakes, messenger_server):
     fake, mapi = fakes.telegram, idle
     bot = Bot(mapi, fake)
     waited, retried, blocked, unknown = (new_chat_id() for _ in range(4))
@@ -179,6 +179,8 @@ def test_telegrams_errors_decide_wait_retry_or_dead_at_once(idle, fakes):
     assert by_outcome["sent"]["external_id"]
     shown = mapi.call("channel.get", config_id=bot.config_id)
     assert "chat not found" in shown["last_error"] and shown["last_error_at"]
+    log = messenger_server.output()
+    assert f"delivery {deliveries[2]['delivery_id']} " in log and bot.token not in log   # logged, never the token
 
 
 def test_a_customer_who_blocks_the_bot_gets_no_more_calls_until_unblocking(mapi, fakes):
