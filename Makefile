@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test check lint bench install clean
+.PHONY: run test check lint bench install clean vendor vendor-update
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,3 +32,30 @@ bench: install
 
 clean:
 	rm -rf $(VENV) instance .pytest_cache
+
+# The console's bpmn-js viewer (console/static/vendor/README.md): fetched with npm, checked against
+# the recorded SHA-256 sums before anything is replaced.
+BPMN_JS_VERSION := 18.31.1
+VENDOR := console/static/vendor
+VENDOR_FILES := bpmn-navigated-viewer.production.min.js diagram-js.css bpmn-js.css LICENSE.bpmn-js
+
+define fetch_bpmn_js
+	set -eu; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
+	(cd "$$tmp" && npm pack --silent bpmn-js@$(BPMN_JS_VERSION) >/dev/null && tar xzf bpmn-js-$(BPMN_JS_VERSION).tgz); \
+	mkdir "$$tmp/out"; \
+	cp "$$tmp/package/dist/bpmn-navigated-viewer.production.min.js" "$$tmp/package/dist/assets/diagram-js.css" \
+	   "$$tmp/package/dist/assets/bpmn-js.css" "$$tmp/out/"; \
+	cp "$$tmp/package/LICENSE" "$$tmp/out/LICENSE.bpmn-js";
+endef
+
+vendor:
+	@$(fetch_bpmn_js) \
+	if ! (cd "$$tmp/out" && sha256sum --quiet -c "$(CURDIR)/$(VENDOR)/SHA256SUMS"); then \
+	  echo "bpmn-js $(BPMN_JS_VERSION) does NOT match $(VENDOR)/SHA256SUMS: nothing was replaced." >&2; exit 1; fi; \
+	cd "$$tmp/out" && cp $(VENDOR_FILES) "$(CURDIR)/$(VENDOR)/"; \
+	echo "bpmn-js $(BPMN_JS_VERSION) fetched; every file matches $(VENDOR)/SHA256SUMS."
+
+vendor-update:
+	@$(fetch_bpmn_js) \
+	cd "$$tmp/out" && cp $(VENDOR_FILES) "$(CURDIR)/$(VENDOR)/" && sha256sum $(VENDOR_FILES) > "$(CURDIR)/$(VENDOR)/SHA256SUMS"; \
+	echo "bpmn-js $(BPMN_JS_VERSION) vendored; $(VENDOR)/SHA256SUMS rewritten: review and commit both."

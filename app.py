@@ -16,6 +16,7 @@ from flask import Flask
 from flask_migrate import Migrate, upgrade
 
 from engine.jobs.wakers import Wakers
+from engine.store.workflows import SpecCache
 from engine.store.db import WAKERS, configure_sqlite, db
 
 ROOT = Path(__file__).resolve().parent
@@ -90,10 +91,11 @@ class Baton:
     (a web-only process needs none of them), sized to its worker threads.
     """
 
-    def __init__(self, app: Flask, settings: Settings, wakers):
+    def __init__(self, app: Flask, settings: Settings, wakers, specs):
         self.app = app
         self.settings = settings
         self.wakers = wakers
+        self.specs = specs
         self.sandbox = None
         self.outbound = None
         self.ai = None
@@ -141,8 +143,6 @@ class Baton:
         from engine.runtime.runner import Runner
         from engine.runtime.timer_starts import TimerStartRunner
         from engine.sandbox import Sandbox, SandboxScriptEngine
-        from engine.store.workflows import SpecCache
-
         settings = self.settings
         self.sandbox = Sandbox(timeout_s=settings.script_timeout_s, memory_mb=settings.script_memory_mb,
                                hosts=threads)
@@ -150,7 +150,7 @@ class Baton:
         self.ai = build_provider(base_url=settings.ai_base_url, model=settings.ai_model,
                                  api_key=settings.ai_api_key, timeout_s=settings.ai_timeout_s,
                                  retries=settings.ai_retries)
-        script_engine, specs = SandboxScriptEngine(self.sandbox), SpecCache()
+        script_engine, specs = SandboxScriptEngine(self.sandbox), self.specs
         runner = Runner(script_engine, specs, wakers=self.wakers, public_url=settings.public_url)
         handlers = {kind: runner for kind in runner.kinds}
         handlers[TIMER_START] = TimerStartRunner()
@@ -233,6 +233,7 @@ def create_app(config: dict | None = None) -> Flask:
     from channels.webchat import bp as webchat_bp
     from channels.webhook import WebhookDoor
     from channels.webhook import bp as webhook_bp
+    from console import console_blueprint
     from rpc.endpoint import rpc_blueprint
     from rpc.methods import build_methods
 
@@ -241,11 +242,13 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(webchat_bp)
     app.register_blueprint(messengers_bp)
     app.register_blueprint(task_callback_bp)
-    app.register_blueprint(rpc_blueprint(build_methods(), settings))
+    specs = SpecCache()  # parsed specs by definition (never stale): one per process, shared by all
+    app.register_blueprint(rpc_blueprint(build_methods(), settings, specs))
+    app.register_blueprint(console_blueprint())
     if not app.debug:  # (debug answers are indented: Flask's path gives them)
         with app.app_context():
             app.wsgi_app = WebhookDoor(app.wsgi_app, db.engine, wakers, settings.max_body_bytes)
-    app.extensions["baton"] = Baton(app, settings, wakers)
+    app.extensions["baton"] = Baton(app, settings, wakers, specs)
     _register_cli(app)
     if _is_flask_run_serving():
         ensure_default_tenant(app)

@@ -7,7 +7,7 @@ test, tests/unit/test_layering.py, holds every module to it):
 
     package     owns                                                          may import (of engine)
     (top)       use cases: auth, definitions, instances, tasks, webhooks,     anything below
-                forms, errors
+                forms, insight (the console's views of runs), errors
     store/      models, database setup, the one write path, paging,           errors
                 instance state and its version
     jobs/       the queue (claim, finish, retry policy), job kinds, wakers,   errors, store

@@ -125,3 +125,12 @@ def revoke_key(tenant_id: int, key_id: int) -> dict:
         row.revoked_at = utcnow()
         db.session.commit()
     return {"key_id": row.id, "revoked": True}
+
+
+def describe(principal: Principal) -> dict:
+    """The calling key as it may see itself: its tenant, name, prefix and permissions (no secret)."""
+    key = db.session.execute(select(ApiKey.name, ApiKey.prefix, Tenant.name.label("tenant")).join(
+        Tenant, Tenant.id == ApiKey.tenant_id).where(ApiKey.id == principal.key_id,
+                                                     ApiKey.tenant_id == principal.tenant_id)).one()
+    return {"tenant": key.tenant, "key_id": principal.key_id, "name": key.name, "prefix": key.prefix,
+            "permissions": list(principal.permissions)}

@@ -74,9 +74,13 @@ def status(tenant_id: int, instance_id: int) -> dict[str, Any]:
         "started_at": iso(instance.started_at),
         "completed_at": iso(instance.completed_at),
         "error": instance.error if instance.status == "failed" else None,
-        "waiting_for": [{k: v for k, v in entry.items() if k != _QUEUED} for entry in instance.waiting_for or []]
-        if instance.status == "running" else [],
+        "waiting_for": shown_waiting_for(instance.waiting_for) if instance.status == "running" else [],
     }
+
+
+def shown_waiting_for(entries: list[dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """An instance's ``waiting_for`` as callers see it: without the engine's claim marks."""
+    return [{k: v for k, v in entry.items() if k != _QUEUED} for entry in entries or []]
 
 
 def cancel(tenant_id: int, instance_id: int) -> dict[str, Any]:

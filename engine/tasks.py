@@ -39,7 +39,7 @@ def _item(task: Task, binding_id: int | None) -> dict[str, Any]:
 
 
 def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, definition_id: int | None,
-               page: int, per_page: int) -> dict[str, Any]:
+               page: int, per_page: int, task_id: int | None = None) -> dict[str, Any]:
     """One page of the tenant's tasks, newest (highest id) first, and the total: two statements.
 
     Built for large tables. The count and the page's ids come from the ``(tenant_id, <filter>, id)``
@@ -50,8 +50,11 @@ def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, d
     index: the ids are merged from the tenant's ``(tenant_id, status, id)`` range of each of the
     ``STATUSES``, which are all the statuses a row can have (this module alone writes them).
     The count is linear in the matching index entries; nothing else grows with the table.
+    ``task_id`` picks one task (by primary key): a page of at most one row, the other filters applied.
     """
     conditions = [Task.tenant_id == tenant_id]
+    if task_id is not None:
+        conditions.append(Task.id == task_id)
     if status is not None:
         conditions.append(Task.status == status)
     if instance_id is not None:
@@ -65,7 +68,7 @@ def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, d
     if definition_id is not None:
         conditions.append(Task.definition_id == definition_id)
     counting = select(func.count()).select_from(Task).where(*conditions)
-    if status is not None and definition_id is not None and instance_id is None:
+    if status is not None and definition_id is not None and instance_id is None and task_id is None:
         # No index holds both columns: count the ids that the two index ranges share (index-only on
         # both sides) rather than reading every row of one range to check the other column.
         by_status = aliased(Task)
@@ -78,7 +81,7 @@ def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, d
     if offset < total:
         count = min(per_page, total - offset)
         from_oldest = total - offset - count   # the rows before this page, counted from the oldest end
-        merge = status is None and instance_id is None and definition_id is None
+        merge = status is None and instance_id is None and definition_id is None and task_id is None
         if from_oldest < offset:
             ids = _page_ids(conditions, merge, ascending=True, skip=from_oldest, count=count)
         else:

@@ -45,7 +45,7 @@ _JSON = "application/json; charset=utf-8"
 _NO_ID = object()
 
 
-def rpc_blueprint(methods: MethodTable, settings) -> Blueprint:
+def rpc_blueprint(methods: MethodTable, settings, specs=None) -> Blueprint:
     """The endpoint over ``methods`` (``/v1/rpc``, and ``/rpc``, the legacy path where ``process_id``
     stands for ``definition_id``); ``settings`` reach the handlers in their context."""
     bp = Blueprint("rpc", __name__)
@@ -53,11 +53,11 @@ def rpc_blueprint(methods: MethodTable, settings) -> Blueprint:
 
     @bp.route("/v1/rpc", methods=verbs)
     def rpc_v1() -> Response:
-        return _serve(methods, settings, legacy=False)
+        return _serve(methods, settings, specs, legacy=False)
 
     @bp.route("/rpc", methods=verbs)
     def rpc_legacy() -> Response:
-        return _serve(methods, settings, legacy=True)
+        return _serve(methods, settings, specs, legacy=True)
 
     @bp.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
@@ -68,7 +68,7 @@ def rpc_blueprint(methods: MethodTable, settings) -> Blueprint:
     return bp
 
 
-def _serve(methods: MethodTable, settings, legacy: bool) -> Response:
+def _serve(methods: MethodTable, settings, specs, legacy: bool) -> Response:
     if request.method != "POST":
         exc = MethodNotAllowedError(("POST",), "The JSON-RPC endpoint takes POST requests only.")
         response = _reply(_error_answer(exc, None), exc.http_status)
@@ -90,7 +90,7 @@ def _serve(methods: MethodTable, settings, legacy: bool) -> Response:
         payload = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return _reply(_error_answer(ParseError("The body is not valid JSON (UTF-8)."), None))
-    context = RpcContext(principal=principal, settings=settings, legacy=legacy)
+    context = RpcContext(principal=principal, settings=settings, legacy=legacy, methods=methods, specs=specs)
     if not isinstance(payload, list):
         return _reply(_answer(payload, context, methods))
     if not payload:
@@ -174,7 +174,7 @@ def _invoke(context: RpcContext, methods: MethodTable, name: str, params: Any) -
         if method is None:
             shown = name if len(name) <= 100 else name[:100] + "..."
             raise MethodNotFoundError(f"Method '{shown}' not found.", data={"method": shown})
-        context.principal.require(method.needs)
+        method.require(context.principal)
         if not isinstance(params, dict):
             raise InvalidParamsError("Params must be an object of named parameters.")
         if context.legacy:

@@ -21,15 +21,23 @@ class RpcContext:
     principal: Any  # engine.auth.Principal: tenant_id, key_id, require(permission)
     settings: Any   # app.Settings (public_url, allow_private_urls, ...)
     legacy: bool = False  # True on the old ``/rpc`` path
+    methods: "MethodTable | None" = None  # the table the call came through (auth.whoami lists it)
+    specs: Any = None  # the process's engine.store.workflows.SpecCache (methods that read instance state)
 
     @property
     def tenant_id(self) -> int:
         return self.principal.tenant_id
 
 
+# The permission of a method any valid key may call: a key asking what it may do needs no grant
+# to ask. Not a permission a key can hold (engine.auth refuses a space in one).
+ANY_KEY = "any key"
+
+
 @dataclass(frozen=True)
 class RpcMethod:
-    """A method's name, its handler, and the permission a key needs (default: the name)."""
+    """A method's name, its handler, and the permission a key needs (default: the name; ``ANY_KEY``:
+    none beyond being valid)."""
 
     name: str
     handler: Handler
@@ -38,6 +46,14 @@ class RpcMethod:
     @property
     def needs(self) -> str:
         return self.permission or self.name
+
+    def allows(self, principal) -> bool:
+        return self.needs == ANY_KEY or principal.allows(self.needs)
+
+    def require(self, principal) -> None:
+        """ForbiddenError (naming the permission) unless ``principal`` may call this method."""
+        if self.needs != ANY_KEY:
+            principal.require(self.needs)
 
 
 class MethodTable(Mapping[str, RpcMethod]):
@@ -58,3 +74,7 @@ class MethodTable(Mapping[str, RpcMethod]):
 
     def __len__(self) -> int:
         return len(self._methods)
+
+    def callable_by(self, principal) -> list[str]:
+        """The names of the methods ``principal`` may call, sorted."""
+        return sorted(name for name, method in self._methods.items() if method.allows(principal))

@@ -7,12 +7,13 @@ from rpc.registry import RpcMethod
 
 
 def list_(ctx, params):
-    reject_unknown(params, {"status", "instance_id", "definition_id", "page", "per_page"})
+    reject_unknown(params, {"status", "instance_id", "definition_id", "task_id", "page", "per_page"})
     page, per_page = page_params(params)
     return tasks.list_tasks(
         ctx.tenant_id, status=optional_one_of(params, "status", tasks.STATUSES),
         instance_id=optional_int(params, "instance_id", minimum=1),
-        definition_id=optional_int(params, "definition_id", minimum=1), page=page, per_page=per_page)
+        definition_id=optional_int(params, "definition_id", minimum=1),
+        task_id=optional_int(params, "task_id", minimum=1), page=page, per_page=per_page)
 
 
 def complete(ctx, params):

@@ -1,11 +1,12 @@
 """Core statements that run either through SQLAlchemy or straight on a DBAPI connection.
 
+Only public SQLAlchemy APIs are used (the compiled SQL, its bind parameters, the types' processors).
 SQLAlchemy's execution context costs ~40 us of CPU per statement and its Connection/pool/
 transaction objects ~100 us per transaction; for the common webhook start (three statements in
 one transaction) that was about half of the server's CPU for the accept on SQLite. ``Statement``
 compiles a Core statement once per dialect and runs it on the DBAPI cursor with SQLAlchemy's own
 bind and result processors and Python-side column defaults, so the rows written are the same
-(tests/unit/store/test_writes.py compares them).
+(tests/unit/engine/store/test_writes.py compares them).
 """
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ class Statement:
             compiled = self.core.compile(dialect=dialect)
             if compiled.positiontup is None:
                 raise TypeError("Statement needs a positional paramstyle")
-            binds = compiled._bind_processors
+            binds = {name: bind.type.dialect_impl(dialect).bind_processor(dialect)
+                     for name, bind in compiled.binds.items()}
+            fixed = {name: bind.effective_value for name, bind in compiled.binds.items() if not bind.required}
             # Python-side defaults (created_at=utcnow, attempts=0 ...), as SQLAlchemy fills them in.
             defaults = []
             for column in (*compiled.insert_prefetch, *compiled.update_prefetch):
@@ -34,10 +37,9 @@ class Statement:
                 if column.key not in compiled.positiontup:
                     raise TypeError(f"Statement.run cannot fill the default of {column}")
                 defaults.append((column.key, default))
-            results = [entry[3]._cached_result_processor(dialect, None)
-                       for entry in compiled._result_columns] if compiled._result_columns else []
-            prepared = (compiled.string, tuple(compiled.positiontup), binds, tuple(defaults),
-                        compiled.construct_params(_check=False), results)
+            results = [column.type.dialect_impl(dialect).result_processor(dialect, None)
+                       for column in self.core.exported_columns]
+            prepared = (compiled.string, tuple(compiled.positiontup), binds, tuple(defaults), fixed, results)
             self._compiled[dialect] = prepared
         return prepared
 

@@ -111,6 +111,7 @@ def test_bad_complete_params_are_invalid_params(api, params, named):
 @pytest.mark.parametrize("params, named", [
     ({"page": -1}, "page"), ({"page": 0}, "page"), ({"per_page": 101}, "per_page"),
     ({"per_page": "20"}, "per_page"), ({"status": "done"}, "status"), ({"instance_id": "x"}, "instance_id"),
+    ({"task_id": 0}, "task_id"), ({"task_id": "7"}, "task_id"),
 ])
 def test_bad_list_params_are_invalid_params(api, params, named):
     with pytest.raises(RpcError) as caught:
@@ -127,6 +128,21 @@ def test_list_defaults_and_pages(api, unique_code):
     definition_id = api.call("process.status", instance_id=ids[0])["definition_id"]
     page = api.call("task.list", definition_id=definition_id, per_page=2)
     assert page["total"] == 3 and [t["task_id"] for t in page["items"]] == sorted(task_ids, reverse=True)[:2]
+
+
+def test_list_by_task_id_finds_one_task_with_the_other_filters_applied(api, unique_code):
+    api.deploy(bpmn("wait_for_person.bpmn"), code=unique_code)
+    ids = [api.call("process.start", definition_id=unique_code)["instance_id"] for _ in range(3)]
+    first, second, _ = (open_task(api, i) for i in ids)
+
+    found = api.call("task.list", task_id=second["task_id"])
+    assert found["total"] == 1 and found["items"] == [second]
+    assert api.call("task.list", task_id=second["task_id"], status="in_progress")["total"] == 1
+    assert api.call("task.list", task_id=second["task_id"], status="completed")["total"] == 0
+    assert api.call("task.list", task_id=second["task_id"], instance_id=ids[0])["items"] == []
+    assert api.call("task.list", task_id=first["task_id"], definition_id=first["definition_id"],
+                    status="in_progress")["items"] == [first]
+    assert api.call("task.list", task_id=second["task_id"] + 10_000)["total"] == 0
 
 
 def test_task_without_form_accepts_any_result(api, unique_code):
@@ -151,6 +167,7 @@ def test_other_tenant_never_sees_or_completes_our_tasks(api, other_api, approval
     instance_id, task = approval
     assert task["task_id"] not in [t["task_id"] for t in other_api.call("task.list", per_page=100)["items"]]
     assert other_api.call("task.list", instance_id=instance_id)["total"] == 0
+    assert other_api.call("task.list", task_id=task["task_id"])["total"] == 0
     with pytest.raises(RpcError) as caught:
         other_api.call("task.complete", task_id=task["task_id"], result={"response": "x", "decision": "approve"})
     assert caught.value.reason == "not_found"

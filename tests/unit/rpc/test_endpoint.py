@@ -11,12 +11,12 @@ from sqlalchemy import func, select
 
 from app import Settings
 from engine import auth
-from engine.errors import BpmnValidationError, ConflictError, NotFoundError
+from engine.errors import BpmnValidationError, ConflictError, InvalidParamsError, NotFoundError
 from engine.store.db import db
 from engine.store.models import Tenant
 from rpc import endpoint
 from rpc.params import require_int
-from rpc.registry import MethodTable, RpcMethod
+from rpc.registry import ANY_KEY, MethodTable, RpcMethod
 
 
 @pytest.fixture
@@ -81,8 +81,12 @@ def _test_methods() -> MethodTable:
         db.session.commit()
         return {"added": params["name"]}
 
+    def whoami(ctx, params):
+        return {"methods": ctx.methods.callable_by(ctx.principal)}
+
     return MethodTable([
         RpcMethod("test.echo", echo),
+        RpcMethod("test.whoami", whoami, ANY_KEY),
         RpcMethod("test.admin_only", admin_only, "admin"),
         RpcMethod("test.get", get),
         RpcMethod("test.conflict", conflict),
@@ -286,6 +290,20 @@ def test_a_key_with_the_permission_may_call_the_method(call):
     assert "result" in response.json
 
 
+def test_a_method_open_to_any_key_needs_no_grant_and_sees_the_table_it_came_through(call):
+    narrow = call(req("test.whoami"), key="echo_only").json["result"]
+    full = call(req("test.whoami")).json["result"]
+
+    assert narrow == {"methods": ["test.echo", "test.whoami"]}
+    assert "test.admin_only" in full["methods"] and len(full["methods"]) == 10
+
+
+def test_any_key_is_no_permission_a_key_can_be_given(app):
+    with app.app_context():
+        with pytest.raises(InvalidParamsError, match="invalid entry 'any key'"):
+            auth.validate_permissions([ANY_KEY])
+
+
 def test_an_unexpected_exception_is_a_generic_internal_error(call, caplog):
     with caplog.at_level(logging.ERROR, logger="baton.rpc"):
         response = call(req("test.boom", id=5))
@@ -437,3 +455,13 @@ def test_a_body_over_the_size_limit_stores_nothing(call, app):
 
     with app.app_context():
         assert db.session.execute(select(func.count()).select_from(Tenant)).scalar() == 1
+
+
+@pytest.mark.parametrize("verb", ["get", "put", "patch", "delete"])
+@pytest.mark.parametrize("path", ["/v1/rpc", "/rpc"])
+def test_any_other_http_verb_is_a_405_in_json_rpc_shape(app, verb, path):
+    response = getattr(app.test_client(), verb)(path)
+    assert response.status_code == 405 and response.headers["Allow"] == "POST"
+    body = response.get_json()
+    assert body["jsonrpc"] == "2.0" and body["id"] is None
+    assert (body["error"]["code"], body["error"]["data"]["reason"]) == (-32600, "method_not_allowed")

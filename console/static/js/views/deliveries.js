@@ -1,0 +1,36 @@
+// Deliveries: what Baton POSTs out (channel answers, task events): queued and dead, last error, retry.
+import { call } from '../rpc.js';
+import { h, replace, when } from '../dom.js';
+import { announce, field, goTo, pager, reloadView, table } from '../widgets.js';
+
+const STATUSES = ['dead', 'queued', 'sent'];
+
+export async function render(main, args, query) {
+  const status = query.has('status') ? query.get('status') : 'dead';
+  const page = Number(query.get('page') || 1);
+  const answer = await call('delivery.list', { status: status || null, page, per_page: 20 });
+  const select = h('select', {}, STATUSES.map((s) => h('option', { value: s }, s)), h('option', { value: '' }, 'all'));
+  select.value = status;
+  const filter = h('form', { class: 'filters', 'aria-label': 'Filter deliveries' }, field('Status', select),
+    h('button', { type: 'submit', class: 'secondary' }, 'Filter'));
+  filter.addEventListener('submit', (event) => { event.preventDefault(); goTo(`#/deliveries?status=${select.value}`); });
+  replace(main, h('h1', {}, 'Deliveries'),
+    h('p', { class: 'muted' }, 'Every answer to a customer and every task event is delivered at least once, retried for 24 hours, then kept as dead.'),
+    filter,
+    table('Deliveries', ['Id', 'Event', 'URL', 'Status', 'Attempts', 'Last error', 'Created', 'Next attempt', ''], answer.items.map((d) => [
+      String(d.delivery_id), d.event, h('code', { class: 'url' }, d.url), h('span', { class: `badge badge-${d.status === 'dead' ? 'failed' : d.status === 'sent' ? 'completed' : 'running'}` }, d.status),
+      String(d.attempts), d.last_error || (d.last_status ? `HTTP ${d.last_status}` : '—'), when(d.created_at), when(d.next_attempt_at),
+      d.status === 'sent' ? '' : h('button', { type: 'button', class: 'small', onclick: () => retry(d) }, 'Retry now')]),
+    status === 'dead' ? 'No dead delivery: every message went out.' : 'No delivery here.'),
+    pager(answer, (p) => goTo(`#/deliveries?status=${status}&page=${p}`)));
+}
+
+async function retry(d) {
+  try {
+    await call('delivery.retry', { delivery_id: d.delivery_id });
+    announce(`Delivery ${d.delivery_id} queued again.`);
+  } catch (err) {
+    announce(err.message, 'error');
+  }
+  reloadView();
+}
