@@ -44,6 +44,14 @@ class Settings:
     ai_api_key: str | None = None                                   # BATON_AI_API_KEY
     ai_timeout_s: float = 30.0                                      # BATON_AI_TIMEOUT_S (per model call)
     ai_retries: int = 2                                             # BATON_AI_RETRIES (the client's retries)
+    telegram_api_url: str = "https://api.telegram.org"              # BATON_TELEGRAM_API_URL
+    viber_api_url: str = "https://chatapi.viber.com/pa"             # BATON_VIBER_API_URL
+    whatsapp_api_url: str = "https://graph.facebook.com/v21.0"      # BATON_WHATSAPP_API_URL
+
+    @property
+    def messenger_api_urls(self) -> dict[str, str]:
+        return {"telegram": self.telegram_api_url, "viber": self.viber_api_url,
+                "whatsapp": self.whatsapp_api_url}
 
     ENV = {"database_url": "DATABASE_URL"}
 
@@ -127,8 +135,9 @@ class Baton:
         """The handler of every job kind, built around this process's sandbox, HTTP client and model."""
         from ai import build_provider
         from engine.chat.ai_dialogs import AiTurnRunner
+        from engine.chat.messenger_calls import MessengerCalls
         from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, TIMER_START
-        from engine.outbound.delivery import DeliveryRunner
+        from engine.outbound.delivery_runner import DeliveryRunner
         from engine.outbound.http import OutboundHttp
         from engine.outbound.http_tasks import HttpTaskRunner
         from engine.runtime.runner import Runner
@@ -147,7 +156,8 @@ class Baton:
         handlers[TIMER_START] = TimerStartRunner()
         handlers[OPERATOR] = HttpTaskRunner(self.sandbox, script_engine, specs, self.outbound,
                                             retry_base_s=settings.http_retry_base_s)
-        handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale)
+        handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale,
+                                           channel_calls=MessengerCalls(settings.messenger_api_urls))
         handlers[AI_TURN] = AiTurnRunner(self.ai)
         return handlers
 
@@ -218,6 +228,7 @@ def create_app(config: dict | None = None) -> Flask:
         upgrade(directory=str(ROOT / "migrations"))
 
     from channels.http import register_http
+    from channels.messengers import bp as messengers_bp
     from channels.task_callback import bp as task_callback_bp
     from channels.webchat import bp as webchat_bp
     from channels.webhook import WebhookDoor
@@ -229,6 +240,7 @@ def create_app(config: dict | None = None) -> Flask:
     register_http(app)
     app.register_blueprint(webhook_bp)
     app.register_blueprint(webchat_bp)
+    app.register_blueprint(messengers_bp)
     app.register_blueprint(task_callback_bp)
     specs = SpecCache()  # parsed specs by definition (never stale): one per process, shared by all
     app.register_blueprint(rpc_blueprint(build_methods(), settings, specs))

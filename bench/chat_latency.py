@@ -1,39 +1,26 @@
-"""Chat answer latency: a customer message in -> the answer at the channel's webhook, by two paths.
+"""Chat answer latency: a customer message in -> its answer out, by several paths in one run.
 
-One server on the embedded default (`flask --app app serve`, SQLite, in-process workers, no
-BATON_* tuning), a real local HTTP receiver (tests/receiver.py) as the webchat channel's
-webhook_url, and bench/bpmn/chat_echo.bpmn bound to that channel:
+Each path (bench/chat_paths.py: ``send_message`` web-chat -> send_message -> a local receiver, the
+baseline; ``ai`` the same through an ai_chat step and an instant local model; ``telegram`` a Telegram
+update at /webhooks/telegram -> send_message -> ``sendMessage`` at the fake Bot API) gets its own
+server on the embedded default (`flask --app app serve`, SQLite, in-process workers, no BATON_*
+tuning) and fresh database, and the same steady open-loop load (--rate messages/s for --seconds,
+default 10/s for 20 s); every message comes from a NEW chat, so each starts an instance that answers
+once. Messages are sent on schedule by a small pool of client threads.
 
-    webchat start -> send_message "Echo: {{ message_text }}" -> end
+    latency = the arrival time of the answer for that chat - the time the inbound POST was sent
 
-A steady open-loop load (--rate messages/s for --seconds, default 10/s for 20 s) POSTs
-/channels/webchat/{config_id}/inbound with an X-API-Key that holds only conversation.send; every
-message comes from a NEW chat_id, so each starts an instance that answers once. Messages are sent
-on schedule by a small pool of client threads (a slow answer does not delay the next message).
+(both clocks are time.time() in this process). The report prints each path; the latency the AI
+step adds over send_message (the dialog row, the turn job, its two transactions, the model round
+trip); and Telegram's p50 and p99 over web-chat's (issue 12's target: within 1.2x). In the same run
+a thread does GET /healthz round trips on its own keep-alive connection every --healthz-interval
+seconds; the send_message path's headline is chat p50 / healthz p50 (target <= 10). A few messages
+are answered first, not counted, so caches and pools are warm. Results:
+bench/results/chat-latency-latest.json.
 
-    latency = the receiver's arrival time of the answer with that chat_id
-              - the time the inbound POST was sent
-
-(both clocks are time.time() in this process).
-
-The AI path (issue 6) runs the same load in the same run against a second server (fresh database)
-configured with an instant local OpenAI-compatible model (tests/fake_openai.py, reached through the
-real `openai` client) and bench/bpmn/chat_ai_echo.bpmn:
-
-    webchat start -> ai_chat (max_turns = 1) -> end
-
-so every answer is "AI #n: hello <chat_id>", written by the model. The report prints both paths and
-the latency the AI step adds over send_message (p50 and p99): the dialog row, the turn job, its two
-transactions and the model round trip. `--path send_message` or `--path ai` runs one of them.
-
-In the same run a separate thread does
-GET /healthz round trips on its own keep-alive connection every --healthz-interval seconds while
-the load runs; the headline figure is chat p50 / healthz p50 (target <= 10 on the embedded
-default). A few messages are sent and answered first, not counted, so the spec cache, the sandbox
-hosts and the connection pools are warm. Results go to bench/results/chat-latency-latest.json.
-
-    python bench/chat_latency.py              # 10 messages/s for 20 s (200 messages)
+    python bench/chat_latency.py              # every path: 10 messages/s for 20 s (200 messages) each
     python bench/chat_latency.py --quick      # 10 messages/s for 5 s
+    python bench/chat_latency.py --path send_message,telegram
     python bench/chat_latency.py --rate 20 --seconds 30 --server-env BATON_WORKERS=4
 """
 from __future__ import annotations
@@ -57,36 +44,32 @@ if str(ROOT) not in sys.path:
 
 import requests  # noqa: E402
 
+from bench.chat_paths import PATHS, Inbound  # noqa: E402
 from bench.common import percentile, run_header  # noqa: E402
-from tests.fake_openai import FakeOpenAI  # noqa: E402
 from tests.harness import BatonServer  # noqa: E402
-from tests.receiver import Receiver  # noqa: E402
 
-BPMN_FILES = {"send_message": ROOT / "bench" / "bpmn" / "chat_echo.bpmn",
-              "ai": ROOT / "bench" / "bpmn" / "chat_ai_echo.bpmn"}
-PATHS = tuple(BPMN_FILES)
 RESULTS = ROOT / "bench" / "results" / "chat-latency-latest.json"
-TARGET_RATIO = 10.0
+TARGET_RATIO = 10.0            # chat p50 / healthz p50 on the send_message path (issue 5)
+TELEGRAM_TARGET = 1.2          # Telegram's p50 and p99 / web-chat's (issue 12)
 
 
 class Answers:
-    """The receiver's requests, indexed by the answer's chat_id (read as they arrive)."""
+    """The answers a path received, indexed by their chat_id (read as they arrive)."""
 
-    def __init__(self, receiver: Receiver):
-        self.receiver = receiver
+    def __init__(self, arrivals):
+        self.arrivals = arrivals
         self.seen = 0
         self.by_chat: dict[str, float] = {}
         self.texts: dict[str, str] = {}
         self.extra: list[str] = []     # a second answer for one chat_id, or an unknown body
 
     def collect(self) -> None:
-        with self.receiver._lock:
-            fresh = self.receiver.requests[self.seen:]
-            self.seen += len(fresh)
+        fresh = self.arrivals()[self.seen:]
+        self.seen += len(fresh)
         for request in fresh:
             try:
                 body = request.json()
-                chat_id = body["chat_id"]
+                chat_id = str(body["chat_id"])
             except (ValueError, KeyError, TypeError):
                 self.extra.append(request.body[:200].decode(errors="replace"))
                 continue
@@ -109,9 +92,9 @@ class Answers:
 class Sender:
     """POSTs inbound messages on a fixed schedule from a small thread pool, one Session per thread."""
 
-    def __init__(self, url: str, key: str, threads: int):
-        self.url = url
-        self.headers = {"X-API-Key": key, "Content-Type": "application/json"}
+    def __init__(self, inbound: Inbound, chat_id, threads: int):
+        self.inbound = inbound
+        self.chat_id = chat_id         # (prefix, number) -> the path's chat id
         self.local = threading.local()
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="chat-sender")
         self.lock = threading.Lock()
@@ -127,14 +110,13 @@ class Sender:
         return self.local.session
 
     def _send(self, chat_id: str, scheduled: float) -> None:
-        body = json.dumps({"chat_id": chat_id, "text": f"hello {chat_id}", "user_id": chat_id,
-                           "username": "bench"}).encode()
+        body = self.inbound.body(chat_id, f"hello {chat_id}")
         session = self._session()
         sent = time.time()
         started = time.perf_counter()
         try:
-            response = session.post(self.url, data=body, headers=self.headers, timeout=30)
-            problem = None if response.status_code == 202 else \
+            response = session.post(self.inbound.url, data=body, headers=self.inbound.headers, timeout=30)
+            problem = None if response.status_code == self.inbound.accepted_status else \
                 f"HTTP {response.status_code}: {response.text[:200]}"
         except requests.RequestException as exc:
             problem = repr(exc)
@@ -151,7 +133,7 @@ class Sender:
     def run(self, prefix: str, rate: float, seconds: float) -> list[str]:
         """Send ``rate * seconds`` messages at ``rate``/s; returns the chat_ids, in order."""
         count = max(1, round(rate * seconds))
-        chat_ids = [f"{prefix}-{i:05d}" for i in range(count)]
+        chat_ids = [self.chat_id(prefix, i) for i in range(count)]
         start = time.monotonic() + 0.05
         futures = []
         for i, chat_id in enumerate(chat_ids):
@@ -208,33 +190,17 @@ def _ms(values: list[float]) -> dict:
             "max": round(max(values) * 1000, 2)}
 
 
-def expected_answer(path: str, chat_id: str, text: str | None) -> bool:
-    if path == "send_message":
-        return text == f"Echo: hello {chat_id}"
-    return bool(text) and text.startswith("AI #") and text.endswith(f": hello {chat_id}")
-
-
-def measure(args, workdir: Path, path: str) -> dict:
-    receiver = Receiver().start()
-    model = FakeOpenAI().start() if path == "ai" else None
-    env = dict(args.server_env)
-    if model is not None:
-        env.update(BATON_AI_BASE_URL=model.base_url, BATON_AI_MODEL="bench-instant")
-    workdir = workdir / path
+def measure(args, workdir: Path, name: str) -> dict:
+    path = PATHS[name]()
+    env = {**args.server_env, **path.start()}
+    workdir = workdir / name
     workdir.mkdir()
     server = BatonServer(f"sqlite:///{workdir / 'bench.db'}", workdir, **env)
     try:
         server.start()
         admin = server.api(server.create_tenant(f"bench-{uuid.uuid4().hex[:8]}"))
-        channel = admin.call("channel.create", type="webchat", name=f"bench-{uuid.uuid4().hex[:8]}",
-                             webhook_url=f"{receiver.url}/chat")
-        admin.deploy(BPMN_FILES[path].read_text(encoding="utf-8").replace("__CHANNEL__", channel["name"]),
-                     code=f"bench-chat-{path.replace('_', '-')}")
-        chat_key = admin.call("apikey.create", name="bench chat backend",
-                              permissions=["conversation.send"])["api_key"]
-        url = f"{server.base_url}/channels/webchat/{channel['config_id']}/inbound"
-        answers = Answers(receiver)
-        sender = Sender(url, chat_key, args.client_threads)
+        answers = Answers(path.arrivals)
+        sender = Sender(path.connect(admin, server), path.chat_id, args.client_threads)
         try:
             # Warm-up, not counted: a few messages answered end to end.
             warm = sender.run("warm", rate=5, seconds=args.warmup / 5)
@@ -248,7 +214,7 @@ def measure(args, workdir: Path, path: str) -> dict:
             healthz = Healthz(f"{server.base_url}/healthz", args.healthz_interval)
             healthz.start()
             time.sleep(0.2)
-            print(f"  [{path}] {args.rate:g} messages/s for {args.seconds:g} s, each from a new chat_id; "
+            print(f"  [{name}] {args.rate:g} messages/s for {args.seconds:g} s, each from a new chat; "
                   f"GET /healthz every {args.healthz_interval * 1000:g} ms ...", flush=True)
             started = time.monotonic()
             chat_ids = sender.run("c", args.rate, args.seconds)
@@ -268,15 +234,16 @@ def measure(args, workdir: Path, path: str) -> dict:
                 continue
             latencies.append(answers.by_chat[chat_id] - sender.sent[chat_id])
             after_accept.append(answers.by_chat[chat_id] - sender.accepted_at[chat_id])
-            if not expected_answer(path, chat_id, answers.texts[chat_id]):
+            if not path.expected(chat_id, answers.texts[chat_id]):
                 wrong_text.append(chat_id)
         chat = _ms(latencies)
         health = _ms(healthz.times)
         ratio = chat["p50"] / health["p50"] if chat and health else None
+        baseline = name == "send_message"
         return {
-            "bpmn": str(BPMN_FILES[path].relative_to(ROOT)),
+            "path": path.description,
+            "bpmn": str(path.bpmn.relative_to(ROOT)),
             "topology": "embedded default: `flask --app app serve`, SQLite, in-process workers"
-                        + (", an instant local OpenAI-compatible model" if model is not None else "")
                         + (f", env {args.server_env}" if args.server_env else ""),
             "messages": len(chat_ids), "accepted": len(sender.sent), "answered": len(latencies),
             "missing": len(missing), "first_missing": missing[:5],
@@ -287,28 +254,36 @@ def measure(args, workdir: Path, path: str) -> dict:
             "sender_late_ms": _ms(sender.late),
             "chat_latency_ms": chat,
             "accept_latency_ms": _ms(sender.accept),
-            # The answer can reach the receiver before the 202 is read: then this is negative.
+            # The answer can arrive before the 202/200 is read: then this is negative.
             "after_accept_ms": _ms(after_accept),
             "healthz_ms": health,
-            # issue 5's target is for the send_message path; the AI path reports its ratio only
+            # issue 5's target is for the send_message path; the other paths report their ratio only
             "ratio": {"value": round(ratio, 2) if ratio else None,
-                      "target": TARGET_RATIO if path == "send_message" else None,
-                      "met": ratio is not None and ratio <= TARGET_RATIO if path == "send_message" else None},
+                      "target": TARGET_RATIO if baseline else None,
+                      "met": ratio is not None and ratio <= TARGET_RATIO if baseline else None},
         }
     finally:
         server.stop()
-        receiver.stop()
-        if model is not None:
-            model.stop()
+        path.stop()
 
 
 def added_latency(results: dict) -> dict | None:
     """What the AI path adds over the send_message path, measured in the same run."""
-    if not all(path in results and results[path]["chat_latency_ms"] for path in PATHS):
+    if not all(path in results and results[path]["chat_latency_ms"] for path in ("send_message", "ai")):
         return None
     base, ai = results["send_message"]["chat_latency_ms"], results["ai"]["chat_latency_ms"]
     return {key: round(ai[key] - base[key], 2) for key in ("p50", "p90", "p99")} | {
         "p50_ratio": round(ai["p50"] / base["p50"], 2) if base["p50"] else None}
+
+
+def telegram_ratio(results: dict) -> dict | None:
+    """Telegram's latency over web-chat's (same process, same run): issue 12's target is 1.2 at p50 and p99."""
+    if not all(path in results and results[path]["chat_latency_ms"] for path in ("send_message", "telegram")):
+        return None
+    base, telegram = results["send_message"]["chat_latency_ms"], results["telegram"]["chat_latency_ms"]
+    ratios = {key: round(telegram[key] / base[key], 2) for key in ("p50", "p99") if base[key]}
+    return {**ratios, "target": TELEGRAM_TARGET,
+            "met": all(ratios.get(key, float("inf")) <= TELEGRAM_TARGET for key in ("p50", "p99"))}
 
 
 def print_report(report: dict) -> None:
@@ -318,6 +293,10 @@ def print_report(report: dict) -> None:
     if added:
         print(f"\n  the AI step adds over send_message: p50 +{added['p50']} ms, p90 +{added['p90']} ms, "
               f"p99 +{added['p99']} ms (p50 x{added['p50_ratio']})")
+    telegram = report.get("telegram_vs_webchat")
+    if telegram:
+        print(f"\n  Telegram / web-chat: p50 x{telegram['p50']}, p99 x{telegram['p99']} "
+              f"(target <= {telegram['target']}: {'met' if telegram['met'] else 'NOT met'})")
     machine = report["machine"]
     print(f"\n  {machine['cores']} cores (load average {machine['load_average_before'][0]} before, "
           f"{machine['load_average_after'][0]} after), commit {report['git_commit']}, {report['date']}")
@@ -327,13 +306,13 @@ def print_path(path: str, r: dict) -> None:
     chat, health, accept = r["chat_latency_ms"], r["healthz_ms"], r["accept_latency_ms"]
     after = r["after_accept_ms"]
     print()
-    print(f"== chat latency: inbound POST -> {path} answer at the receiver  [{r['bpmn']}]")
+    print(f"== chat latency [{path}]: {r['path']}  [{r['bpmn']}]")
     print(f"   {r['topology']}")
     print(f"   {r['messages']} messages ({r['send_rate_per_s']}/s sent), {r['accepted']} accepted, "
           f"{r['answered']} answered, {r['missing']} missing, {r['http_errors']} HTTP errors")
     print(f"{'':34} {'p50':>9} {'p90':>9} {'p99':>9} {'max':>9}   n")
-    for label, row in (("chat answer (in -> answer)", chat), ("  of it: inbound POST -> 202", accept),
-                       ("  of it: 202 read -> answer", after), ("GET /healthz round trip", health)):
+    for label, row in (("chat answer (in -> answer)", chat), ("  of it: inbound POST -> accepted", accept),
+                       ("  of it: accepted -> answer", after), ("GET /healthz round trip", health)):
         if row:
             print(f"{label:34} {row['p50']:>6.1f} ms {row['p90']:>6.1f} ms {row['p99']:>6.1f} ms "
                   f"{row['max']:>6.1f} ms   {row['count']}")
@@ -362,8 +341,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run: 5 s instead of 20")
     parser.add_argument("--server-env", action="append", default=[], metavar="NAME=VALUE",
                         help="extra environment for the server (repeatable); none by default")
-    parser.add_argument("--path", choices=(*PATHS, "both"), default="both",
-                        help="send_message, ai, or both in one run (default both)")
+    parser.add_argument("--path", default=",".join(PATHS),
+                        help=f"comma-separated paths of {', '.join(PATHS)} (default all, in one run)")
     parser.add_argument("--output", type=Path, default=RESULTS, help=f"JSON results (default {RESULTS})")
     args = parser.parse_args(argv)
     if args.quick:
@@ -371,6 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.rate <= 0 or args.seconds <= 0:
         parser.error("--rate and --seconds must be positive")
     args.server_env = dict(item.split("=", 1) for item in args.server_env)
+    paths = tuple(name.strip() for name in args.path.split(",") if name.strip())
+    if not paths or set(paths) - set(PATHS):
+        parser.error(f"--path takes {', '.join(PATHS)}")
 
     load_before = os.getloadavg()
     if load_before[0] > (os.cpu_count() or 1) * 0.5:
@@ -378,7 +360,6 @@ def main(argv: list[str] | None = None) -> int:
               f"{os.cpu_count()} cores); latencies will be high and noisy", flush=True)
     started = time.monotonic()
     workdir = Path(tempfile.mkdtemp(prefix="baton-bench-chat-"))
-    paths = PATHS if args.path == "both" else (args.path,)
     try:
         results = {path: measure(args, workdir, path) for path in paths}
     except Exception:
@@ -395,6 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         "run_seconds": round(time.monotonic() - started, 1),
         "results": results,
         "ai_added_ms": added_latency(results),
+        "telegram_vs_webchat": telegram_ratio(results),
     }
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(report, indent=2) + "\n")

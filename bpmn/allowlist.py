@@ -95,6 +95,9 @@ HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")
 HTTP_TIMEOUT_S = (1, 60)
 HTTP_RETRIES = (0, 10)
 
+# The send_message operator's buttons (each messenger has its own, lower limits).
+MAX_MESSAGE_BUTTONS = 100
+
 # The ai_chat operator's properties.
 AI_MAX_TURNS = (1, 1000)
 AI_MAX_KNOWLEDGE = 200_000   # characters of the knowledge text

@@ -52,6 +52,16 @@ def read_buttons(properties: dict[str, str]) -> list[str]:
     return [item for item in split_list(properties.get("buttons")) if item]
 
 
+def read_message_buttons(properties: dict[str, str]) -> list[dict[str, str]]:
+    """A send_message task's ``buttons``: ``id:Title, id2:Title 2`` (id before the first colon), or
+    just ``Title`` (its own id); blank entries are kept as blank so that deploy can refuse them."""
+    buttons = []
+    for item in split_list(properties.get("buttons")):
+        button_id, colon, title = item.partition(":")
+        buttons.append({"id": button_id.strip(), "title": title.strip()} if colon else {"id": item, "title": item})
+    return buttons
+
+
 def form_field_elements(node: etree._Element) -> list[etree._Element]:
     return node.xpath(_FORM_FIELD_XPATH, namespaces=NSMAP)
 

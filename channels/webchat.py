@@ -56,12 +56,11 @@ def inbound(config_id: int):
         raise NotFoundError(f"Unknown webchat channel {config_id}.")
     channel = conversations.inbound_channel(config_id, principal, "webchat")
     body = _body()
-    answer = conversations.accept(
-        channel,
+    answer = conversations.accept(channel, conversations.Arrival(
         chat_id=_field(body, "chat_id", required=True, max_len=MAX_ID),
         text=_field(body, "text", required=True, max_len=MAX_TEXT),
         user_id=_field(body, "user_id", required=False, max_len=MAX_ID),
-        username=_field(body, "username", required=False, max_len=MAX_ID))
+        username=_field(body, "username", required=False, max_len=MAX_ID)))
     response = jsonify(answer)
     response.status_code = 202
     return response

@@ -9,8 +9,9 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from bpmn import parse_definition
-from engine.chat import channel_configs
+from bpmn import all_task_specs, parse_definition
+from engine.chat import channel_configs, messenger_calls
+from engine.chat.messengers import TYPES as MESSENGER_TYPES
 from engine.errors import BpmnValidationError, InvalidParamsError, NotFoundError
 from engine.runtime import timer_starts
 from engine.store.db import db, iso
@@ -38,6 +39,7 @@ def deploy(tenant_id: int, xml: str, code: str | None, *, public_url: str) -> di
     _refuse_several_starts(parsed)
     # A start event's channel (config id or name) must exist, of the trigger's type.
     bound = channel_configs.resolve_start_channels(tenant_id, parsed.start_events, CHANNEL_TRIGGERS)
+    _refuse_buttons_the_messenger_cannot_carry(parsed)
     for attempt in range(3):  # two deploys of one code at once: the loser takes the next version
         try:
             return _store(tenant_id, xml, code, parsed, public_url, bound)
@@ -58,6 +60,16 @@ def _refuse_several_starts(parsed) -> None:
              "message": f"The process has {len(parsed.start_events)} start events ({ids}); Baton runs "
                         "processes with exactly one. Use one process per trigger."}
             for start in parsed.start_events[1:]])
+
+
+def _refuse_buttons_the_messenger_cannot_carry(parsed) -> None:
+    """A process a messenger channel starts sends its buttons there: each messenger's limits apply
+    (WhatsApp: 3 buttons, titles of 20 characters; Telegram: ids of 64 bytes ...)."""
+    errors = []
+    for channel_type in sorted({start.trigger for start in parsed.start_events} & set(MESSENGER_TYPES)):
+        errors += messenger_calls.deploy_refusals(all_task_specs(parsed.spec, parsed.subprocess_specs), channel_type)
+    if errors:
+        raise BpmnValidationError(errors)
 
 
 def _store(tenant_id: int, xml: str, code: str, parsed, public_url: str,

@@ -26,7 +26,8 @@ Flask error handlers (``channels/http.py``).
     │   ├── SandboxLimitError     it broke the time or memory limit
     │   └── GuardrailError        the instance grew past a safety limit (steps, depth, time)
     └── OutboundError         -32603 outbound_failed   502  an outbound HTTP call failed (connect, timeout, size)
-        └── CallFailedError       an HTTP task's call failed: retryable or not, with the server's Retry-After
+        ├── CallFailedError       an HTTP task's call failed: retryable or not, with the server's Retry-After
+        └── MessengerUnavailableError  messenger_unavailable: Telegram/Viber/WhatsApp could not be reached
 
 Errors that fail an instance (CallActivityError, OperatorError, ScriptError) never reach a caller
 as such: the instance's ``error`` carries their message. The wire forms are ``to_rpc()`` (the
@@ -234,3 +235,9 @@ class CallFailedError(OutboundError):
                  status: int | None = None):
         super().__init__(message)
         self.retryable, self.retry_after_s, self.status = retryable, retry_after_s, status
+
+
+class MessengerUnavailableError(OutboundError):
+    """The messenger could not be reached; nothing was changed. Try again later."""
+
+    reason = "messenger_unavailable"

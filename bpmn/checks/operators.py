@@ -5,7 +5,9 @@ PUT, PATCH, DELETE, HEAD; default POST with a body, else GET), ``body`` (a templ
 (a JSON object of header name -> template), ``result_variable`` (a variable name), ``timeout_s``
 (seconds, 1 to 60) and ``retries`` (0 to 10). Deploy never fetches the URL.
 
-``send_message``: ``text`` (a template, required; sent to the instance's conversation).
+``send_message``: ``text`` (a template, required; sent to the instance's conversation) and
+``buttons`` (``id:Title, ...`` or ``Title, ...``: at most 100, ids and titles non-empty and unique;
+what a messenger can carry is checked when the process is bound to its channel, engine.definitions).
 
 ``ai_chat``: ``prompt`` (a template: the system prompt), ``knowledge`` (text, at most 200,000
 characters), ``model`` (a model name at the configured endpoint, or ``builtin``), ``max_turns``
@@ -19,9 +21,9 @@ from urllib.parse import urlsplit
 from lxml import etree
 
 from bpmn.allowlist import (AI_MAX_KEYWORD, AI_MAX_KNOWLEDGE, AI_MAX_MODEL_NAME, AI_MAX_TURNS, HTTP_METHODS,
-                            HTTP_RETRIES, HTTP_TIMEOUT_S)
+                            HTTP_RETRIES, HTTP_TIMEOUT_S, MAX_MESSAGE_BUTTONS)
 from bpmn.issues import Issues
-from bpmn.profile import property_elements
+from bpmn.profile import property_elements, read_message_buttons
 from engine.sandbox import check_template
 
 HTTP_PROPERTIES = frozenset({"operator", "url", "method", "body", "headers", "result_variable",
@@ -66,6 +68,28 @@ def check_send_message(element, properties: dict[str, str], issues: Issues) -> N
         refuse("text", "needs a 'text' property (the message, a template such as 'Hello {{ name }}').")
     else:
         _check_template(text, "text", refuse)
+    if properties.get("buttons") is not None:
+        problem = message_buttons_problem(read_message_buttons(properties))
+        if problem:
+            refuse("buttons", f"buttons '{properties['buttons'][:200]}': {problem} Write them as "
+                              "'id:Title, id2:Title 2' or 'Title, Title 2'.")
+
+
+def message_buttons_problem(buttons: list[dict[str, str]]) -> str | None:
+    """What no channel can carry, whatever its type: none, too many, blank or repeated ids or titles
+    (a title is what the customer picks and what comes back, so two alike could not be told apart)."""
+    if not buttons:
+        return "there are no buttons."
+    if len(buttons) > MAX_MESSAGE_BUTTONS:
+        return f"at most {MAX_MESSAGE_BUTTONS} buttons are allowed, not {len(buttons)}."
+    if any(not button["id"] or not button["title"] for button in buttons):
+        return "every button needs an id and a title (is there an empty entry or a colon with nothing after it?)."
+    for key in ("id", "title"):
+        values = [button[key] for button in buttons]
+        repeated = sorted({value for value in values if values.count(value) > 1})
+        if repeated:
+            return f"the {key} '{repeated[0]}' is used twice."
+    return None
 
 
 def check_ai_chat(element, properties: dict[str, str], issues: Issues) -> None:

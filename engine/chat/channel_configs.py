@@ -1,9 +1,12 @@
-"""Channel configurations (the `channel.*` methods): create, update, list, delete; which definition a channel starts.
+"""Channel configurations (the `channel.*` methods): web-chat's create and update; for every type
+get, list and delete, how a channel is shown; which definition a channel starts.
 
-Only ``webchat`` can be created today (telegram, whatsapp and viber are refused as not supported
-yet). A web-chat channel needs the caller's ``webhook_url`` (every answer is POSTed there) and may
+A web-chat channel needs the caller's ``webhook_url`` (every answer is POSTed there) and may
 have a ``webhook_secret`` (outgoing requests are then signed); the secret is never returned, only
 ``has_secret``. The URL is checked with the outbound SSRF guard's rules when it is saved.
+Messenger channels connect to their messenger when they are created (``messenger_channels``); they
+are shown with their non-secret settings, the bot the credentials belong to, the webhook URL
+registered and the last registration or delivery error, never a credential.
 
 A start event names its channel by config id or by name; deploy resolves it to the config id
 (``resolve_start_channels``), so renaming a channel keeps its processes bound to it.
@@ -15,14 +18,16 @@ from typing import Any
 from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
+from engine.chat.messengers import TYPES as MESSENGER_TYPES
+from engine.chat.messengers import messenger
 from engine.errors import BpmnValidationError, ConflictError, InvalidParamsError, NotFoundError
 from engine.outbound import OutboundHttp
 from engine.store.db import db, is_postgres, iso
-from engine.store.models import Channel, Conversation, Definition, Delivery, Message
+from engine.store.models import (Channel, Conversation, Definition, Delivery, InboundReceipt, Message,
+                                 UnreachableChat)
 from engine.store.paging import page_of
 
 TYPES = ("webchat", "telegram", "whatsapp", "viber")
-SUPPORTED_TYPES = ("webchat",)
 MAX_NAME = 200
 SECRET_LENGTH = (16, 255)
 
@@ -31,13 +36,26 @@ def _invalid(name: str, message: str) -> InvalidParamsError:
     return InvalidParamsError(message, data={"param": name})
 
 
-def _summary(channel: Channel) -> dict[str, Any]:
+def summary(channel: Channel) -> dict[str, Any]:
+    """A channel as every ``channel.*`` method shows it; never a secret."""
+    if channel.type in MESSENGER_TYPES:
+        return _messenger_summary(channel)
     return {"config_id": channel.id, "type": channel.type, "name": channel.name,
             "webhook_url": channel.webhook_url, "has_secret": channel.webhook_secret is not None,
             "enabled": channel.enabled, "created_at": iso(channel.created_at)}
 
 
-def _check_name(name: str) -> str:
+def _messenger_summary(channel: Channel) -> dict[str, Any]:
+    connection = dict(channel.connection or {})
+    return {"config_id": channel.id, "type": channel.type, "name": channel.name, "enabled": channel.enabled,
+            "created_at": iso(channel.created_at), "webhook_url": channel.webhook_url,
+            "settings": messenger(channel.type).SETTINGS.shown(channel.settings or {}),
+            "bot_id": connection.pop("bot_id", None), "bot_name": connection.pop("bot_name", None),
+            **connection, "registered_at": iso(channel.registered_at),
+            "last_error": channel.last_error, "last_error_at": iso(channel.last_error_at)}
+
+
+def check_name(name: str) -> str:
     name = name.strip()
     if not name:
         raise _invalid("name", "Parameter 'name' must not be empty.")
@@ -60,29 +78,37 @@ def _check_secret(secret: str | None) -> str | None:
     return secret
 
 
-def create(tenant_id: int, *, type_: str, name: str, webhook_url: str | None, webhook_secret: str | None,
+def create(tenant_id: int, *, name: str, webhook_url: str | None, webhook_secret: str | None,
            settings: dict[str, Any] | None, allow_private: bool) -> dict[str, Any]:
-    if type_ not in SUPPORTED_TYPES:
-        raise _invalid("type", f"Channel type '{type_}' is not supported yet.")
+    """A web-chat channel."""
     if settings:
         raise _invalid("settings", "A webchat channel takes no settings.")
     if webhook_url is None:
         raise _invalid("webhook_url", "Missing required parameter 'webhook_url': a webchat channel "
                                       "POSTs every answer there.")
-    channel = Channel(tenant_id=tenant_id, type=type_, name=_check_name(name),
+    channel = Channel(tenant_id=tenant_id, type="webchat", name=check_name(name),
                       webhook_url=_check_url(webhook_url, allow_private),
                       webhook_secret=_check_secret(webhook_secret), settings={}, enabled=True)
     db.session.add(channel)
-    _commit_unique_name(channel.name)
-    return _summary(channel)
+    commit_unique_name(channel.name)
+    return summary(channel)
 
 
-def _commit_unique_name(name: str) -> None:
+def commit_unique_name(name: str) -> None:
     try:
         db.session.commit()
     except IntegrityError:  # (tenant_id, name) is unique
         db.session.rollback()
         raise ConflictError(f"A channel named '{name}' already exists.") from None
+
+
+def refuse_taken_name(tenant_id: int, name: str, except_id: int | None = None) -> None:
+    """Before calling a messenger: a name already taken is refused now, not after registering."""
+    query = select(Channel.id).where(Channel.tenant_id == tenant_id, Channel.name == name)
+    if except_id is not None:
+        query = query.where(Channel.id != except_id)
+    if db.session.execute(query).first() is not None:
+        raise ConflictError(f"A channel named '{name}' already exists.")
 
 
 def get(tenant_id: int, config_id: int) -> Channel:
@@ -99,18 +125,19 @@ _UNSET = object()
 def update_channel(tenant_id: int, config_id: int, *, allow_private: bool, name: str | None = None,
                    webhook_url: str | None = None, webhook_secret: Any = _UNSET,
                    enabled: bool | None = None) -> dict[str, Any]:
-    """Change what is given; ``webhook_secret=None`` removes the secret, leaving it out keeps it."""
+    """A web-chat channel: change what is given; ``webhook_secret=None`` removes the secret, leaving
+    it out keeps it."""
     channel = get(tenant_id, config_id)
     if name is not None:
-        channel.name = _check_name(name)
+        channel.name = check_name(name)
     if webhook_url is not None:
         channel.webhook_url = _check_url(webhook_url, allow_private)
     if webhook_secret is not _UNSET:
         channel.webhook_secret = _check_secret(webhook_secret)
     if enabled is not None:
         channel.enabled = enabled
-    _commit_unique_name(channel.name)
-    return _summary(channel)
+    commit_unique_name(channel.name)
+    return summary(channel)
 
 
 def list_channels(tenant_id: int, *, type_: str | None, page: int, per_page: int) -> dict[str, Any]:
@@ -118,14 +145,16 @@ def list_channels(tenant_id: int, *, type_: str | None, page: int, per_page: int
     if type_ is not None:
         conditions.append(Channel.type == type_)
     return page_of(select(Channel).where(*conditions), Channel.id, page=page, per_page=per_page,
-                   scalars=True, item=_summary)
+                   scalars=True, item=summary)
 
 
 def delete_channel(tenant_id: int, config_id: int) -> dict[str, Any]:
-    """Delete a channel with its closed conversations and their messages.
+    """Delete a channel with its closed conversations and their messages; commits. Returns what a
+    messenger channel needs to unregister afterwards: ``type``, ``settings``, ``webhook_url``, ``enabled``.
 
     Refused (``conflict``) while a conversation is active: its instance would lose its customer.
-    Deliveries already queued still go out (they carry their URL); they only forget the channel.
+    Web-chat deliveries already queued still go out (they carry their URL); they only forget the
+    channel. A messenger's cannot (the credentials went with the channel): they are dead when tried.
     """
     channel = db.session.execute(select(Channel).where(Channel.tenant_id == tenant_id, Channel.id == config_id)
                                  .with_for_update()).scalar_one_or_none()
@@ -136,13 +165,17 @@ def delete_channel(tenant_id: int, config_id: int) -> dict[str, Any]:
     if active:
         raise ConflictError(f"Channel {config_id} has {active} active conversation(s); cancel their "
                             "instances or disable the channel (channel.update enabled=false) instead.")
+    gone = {"type": channel.type, "settings": dict(channel.settings or {}), "webhook_url": channel.webhook_url,
+            "enabled": channel.enabled}
     of_channel = select(Conversation.id).where(Conversation.channel_id == channel.id)
     db.session.execute(delete(Message).where(Message.conversation_id.in_(of_channel)))
     db.session.execute(delete(Conversation).where(Conversation.channel_id == channel.id))
     db.session.execute(update(Delivery).where(Delivery.channel_id == channel.id).values(channel_id=None))
+    db.session.execute(delete(InboundReceipt).where(InboundReceipt.channel_id == channel.id))
+    db.session.execute(delete(UnreachableChat).where(UnreachableChat.channel_id == channel.id))
     db.session.execute(delete(Channel).where(Channel.id == channel.id))
     db.session.commit()
-    return {"config_id": config_id, "deleted": True}
+    return gone
 
 
 # -- binding processes to channels -----------------------------------------------------------------

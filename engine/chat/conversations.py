@@ -1,6 +1,11 @@
 """Conversations as callers see them: a customer message arriving on a channel, operator replies,
 the lists of active conversations and of a conversation's messages.
 
+Every channel type arrives through one ``accept`` (web-chat's endpoint, each messenger's webhook):
+an ``Arrival`` says what the customer sent; a messenger's adds what a text does not say (message
+type, attachments, a pressed button) and its own id of the message, which is recorded in the same
+transaction (``receipts``) so that a retried call is acknowledged and ignored.
+
 An arriving message (``accept``) is stored and acted on in ONE transaction: with an active
 conversation for its chat, it goes to the conversation's open AI chat step (an ``ai_turn`` job,
 ``engine.ai_chat``), else a ``chat_message`` job of the conversation's instance carries it to the
@@ -11,13 +16,15 @@ their jobs and their commits in one order, and the instance's jobs run in that o
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from engine import jobs
-from engine.chat import ai_dialogs, channel_configs, outbox
+from engine.chat import ai_dialogs, channel_configs, outbox, receipts
 from engine.jobs.kinds import CHAT_MESSAGE, START
 from engine.errors import ConflictError, ForbiddenError, NotFoundError
 from engine.store import writes
@@ -42,17 +49,44 @@ def inbound_channel(config_id: int, principal, type_: str) -> Channel:
     return channel
 
 
-def accept(channel: Channel, *, chat_id: str, text: str, user_id: str | None,
-           username: str | None) -> dict[str, Any]:
-    """Store a customer's message and route it, or start the channel's process with it; commits."""
+@dataclass(frozen=True)
+class Arrival:
+    """A customer's message as any channel delivers it.
+
+    ``extras`` are variables besides the common ones (a messenger's ``message_type``, ``attachments``,
+    ``button_id``), also kept as the message's ``content``; ``dedup_id`` is the channel's own id of
+    the message (None: web-chat has none); ``also`` runs in the same transaction once the message is
+    stored (a messenger's acknowledgement to queue, say)."""
+
+    chat_id: str
+    text: str
+    user_id: str | None = None
+    username: str | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    dedup_id: str | None = None
+    also: Callable[[Conversation], None] | None = None
+
+
+DUPLICATE = {"accepted": False, "duplicate": True}
+
+
+def accept(channel: Channel, arrival: Arrival) -> dict[str, Any]:
+    """Store a customer's message and route it, or start the channel's process with it; commits.
+    A message whose ``dedup_id`` was taken before answers ``DUPLICATE`` and changes nothing."""
     channel_id, tenant_id = channel.id, channel.tenant_id
     for attempt in range(3):
         try:
-            answer = _route_or_start(channel, chat_id, text, user_id, username)
+            if arrival.dedup_id is not None:
+                if receipts.taken(channel.id, arrival.dedup_id):
+                    db.session.rollback()
+                    return dict(DUPLICATE)
+                receipts.take(tenant_id, channel.id, arrival.dedup_id, "message")
+            answer = _route_or_start(channel, arrival)
             db.session.commit()
             return answer
         except IntegrityError:
-            # The chat's first messages raced and another one opened the conversation: go to it.
+            # The chat's first messages raced and another one opened the conversation (or the same
+            # messenger message arrived twice at once): go to it (or find it taken).
             db.session.rollback()
             if attempt == 2:
                 raise
@@ -62,9 +96,9 @@ def accept(channel: Channel, *, chat_id: str, text: str, user_id: str | None,
     raise AssertionError("unreachable")
 
 
-def _route_or_start(channel: Channel, chat_id: str, text: str, user_id: str | None,
-                    username: str | None) -> dict[str, Any]:
-    now = utcnow()
+def _route_or_start(channel: Channel, arrival: Arrival) -> dict[str, Any]:
+    now, chat_id, text = utcnow(), arrival.chat_id, arrival.text
+    user_id, username = arrival.user_id, arrival.username
     found = db.session.execute(
         select(Conversation, Instance.status).join(Instance, Instance.id == Conversation.instance_id)
         .where(Conversation.channel_id == channel.id, Conversation.chat_id == chat_id,
@@ -79,17 +113,19 @@ def _route_or_start(channel: Channel, chat_id: str, text: str, user_id: str | No
             conversation = None
     opened = conversation is None
     if opened:
-        conversation = _open(channel, chat_id, text, user_id, username, now)
+        conversation = _open(channel, arrival, now)
     else:
         conversation.last_message_at = now
         conversation.external_user_id = user_id or conversation.external_user_id
         conversation.external_username = username or conversation.external_username
     message = Message(tenant_id=channel.tenant_id, conversation_id=conversation.id, direction="in",
-                      author="customer", text=text, created_at=now)
+                      author="customer", text=text, created_at=now, content=_content(arrival.extras))
     db.session.add(message)
     db.session.flush()
+    if arrival.also is not None:
+        arrival.also(conversation)
     if not opened:
-        variables = _variables(channel, conversation, text)
+        variables = _variables(channel, conversation, arrival)
         if not ai_dialogs.route_message(channel.tenant_id, conversation.id, message.id, variables):
             jobs.enqueue(channel.tenant_id, CHAT_MESSAGE, instance_id=conversation.instance_id,
                          payload={"variables": variables})
@@ -97,27 +133,33 @@ def _route_or_start(channel: Channel, chat_id: str, text: str, user_id: str | No
             "message_id": message.id}
 
 
-def _open(channel: Channel, chat_id: str, text: str, user_id: str | None, username: str | None,
-          now) -> Conversation:
+def _open(channel: Channel, arrival: Arrival, now) -> Conversation:
     """Start the channel's process for a new chat; the conversation opens with the instance."""
     definition = channel_configs.bound_definition(channel)
     if definition is None:
         raise ConflictError(f"No process is bound to channel {channel.id}: deploy one whose start event has "
                             f"trigger = {channel.type} and channel = {channel.id} (or '{channel.name}').")
-    conversation = Conversation(tenant_id=channel.tenant_id, channel_id=channel.id, chat_id=chat_id,
-                                status="active", external_user_id=user_id, external_username=username,
-                                started_at=now, last_message_at=now)
+    conversation = Conversation(tenant_id=channel.tenant_id, channel_id=channel.id, chat_id=arrival.chat_id,
+                                status="active", external_user_id=arrival.user_id,
+                                external_username=arrival.username, started_at=now, last_message_at=now)
     db.session.add(conversation)
     db.session.flush()  # the partial unique index refuses a second active conversation of the chat here
     conversation.instance_id = writes.create_instance(
-        writes.SessionExecutor(), channel.tenant_id, definition.id, _variables(channel, conversation, text), START)
+        writes.SessionExecutor(), channel.tenant_id, definition.id, _variables(channel, conversation, arrival),
+        START)
     return conversation
 
 
-def _variables(channel: Channel, conversation: Conversation, text: str) -> dict[str, Any]:
-    return {"message_text": text, "external_username": conversation.external_username,
+def _content(extras: dict[str, Any]) -> dict[str, Any] | None:
+    """What a message's text does not say, to keep with it: nothing for plain text."""
+    kept = {key: value for key, value in extras.items() if value not in (None, [], "text")}
+    return kept or None
+
+
+def _variables(channel: Channel, conversation: Conversation, arrival: Arrival) -> dict[str, Any]:
+    return {"message_text": arrival.text, "external_username": conversation.external_username,
             "external_user_id": conversation.external_user_id, "channel": channel.type,
-            "chat_id": conversation.chat_id, "binding_id": conversation.id}
+            "chat_id": conversation.chat_id, "binding_id": conversation.id, **arrival.extras}
 
 
 def _get(tenant_id: int, binding_id: int, *, lock: bool = False) -> Conversation:
@@ -153,13 +195,19 @@ def list_conversations(tenant_id: int, *, channel_type: str | None, page: int, p
 
 
 def list_messages(tenant_id: int, binding_id: int, *, page: int, per_page: int) -> dict[str, Any]:
-    """A conversation's messages (active or closed), newest first, each with its delivery's state."""
+    """A conversation's messages (active or closed), newest first, each with its delivery's state;
+    the page also names the conversation's channel and chat. A messenger message that is not plain
+    text carries ``message_type``, ``attachments`` and ``button_id``; an answer with buttons ``buttons``."""
     conversation = _get(tenant_id, binding_id)
-    query = (select(Message, Delivery.status).outerjoin(Delivery, Delivery.id == Message.delivery_id)
+    channel_type = db.session.execute(select(Channel.type).where(Channel.id == conversation.channel_id)).scalar()
+    query = (select(Message, Delivery.status, Delivery.receipt).outerjoin(Delivery, Delivery.id == Message.delivery_id)
              .where(Message.conversation_id == conversation.id))
-    return page_of(query, Message.id, page=page, per_page=per_page, item=lambda row: {
+    listed = page_of(query, Message.id, page=page, per_page=per_page, item=lambda row: {
         "message_id": row[0].id, "direction": row[0].direction, "text": row[0].text, "author": row[0].author,
-        "created_at": iso(row[0].created_at), "delivery": _delivery_state(row[0], row[1])})
+        "created_at": iso(row[0].created_at), "delivery": _delivery_state(row[0], row[1]),
+        **({"receipt": row[2]} if row[2] else {}), **(row[0].content or {})})
+    return {**listed, "binding_id": conversation.id, "channel": channel_type, "config_id": conversation.channel_id,
+            "chat_id": conversation.chat_id}
 
 
 def _delivery_state(message: Message, status: str | None) -> str | None:

@@ -7,10 +7,11 @@ stored and their deliveries queued in the runner's save transaction (``settle``)
 exists exactly when the saved state that sent it does. ``settle`` also closes the conversation
 of an instance that ended.
 
-``record_outgoing`` is the one way an outgoing message is written (``send_message`` and
-``conversation.send``): the message row and its delivery in the caller's transaction, after
-locking the conversation row, so the messages of one chat are numbered, committed and delivered
-in one order.
+``record_outgoing`` is the one way an outgoing message is written (``send_message``, the AI
+step and ``conversation.send``): the message row and its delivery in the caller's transaction,
+after locking the conversation row, so the messages of one chat are numbered, committed and
+delivered in one order. A web-chat answer is one signed POST; a messenger answer is one delivery
+per API call (``messenger_calls``). A send_message task's ``buttons`` go with its text.
 """
 from __future__ import annotations
 
@@ -21,7 +22,11 @@ from sqlalchemy import select, update
 
 from bpmn import operators_used
 from bpmn.operators import AI_CHAT, SEND_MESSAGE, operator_of
+from bpmn.profile import read_message_buttons
+from engine.chat import messenger_calls
 from engine.chat.channel_configs import TYPES as CHANNEL_TRIGGERS
+from engine.chat.messengers import TYPES as MESSENGER_TYPES
+from engine.chat.messengers import messenger
 from engine.errors import OperatorError, ScriptError
 from engine.outbound import delivery
 from engine.store.db import db, utcnow
@@ -37,33 +42,39 @@ class ActiveConversation:
     tenant_id: int
     channel_id: int
     chat_id: str
+    channel_type: str = "webchat"
 
 
 def active_conversation(instance_id: int) -> ActiveConversation | None:
     row = db.session.execute(
-        select(Conversation.id, Conversation.tenant_id, Conversation.channel_id, Conversation.chat_id)
+        select(Conversation.id, Conversation.tenant_id, Conversation.channel_id, Conversation.chat_id, Channel.type)
+        .join(Channel, Channel.id == Conversation.channel_id)
         .where(Conversation.instance_id == instance_id, Conversation.status == "active")).first()
     return ActiveConversation(*row) if row is not None else None
 
 
-def record_outgoing(conversation: ActiveConversation, text: str, author: str,
-                    reply_to: int | None = None) -> Message:
-    """Store an outgoing message and queue its delivery to the channel's webhook, in the caller's
+def record_outgoing(conversation: ActiveConversation, text: str, author: str, reply_to: int | None = None,
+                    buttons: list[dict[str, str]] | None = None) -> Message:
+    """Store an outgoing message and queue its delivery (or a messenger's deliveries) in the caller's
     transaction; the conversation's row is locked first (its ``last_message_at`` is updated)."""
     now = utcnow()
     db.session.execute(update(Conversation).where(Conversation.id == conversation.id)
                        .values(last_message_at=now))
-    channel = db.session.execute(select(Channel.webhook_url, Channel.webhook_secret)
+    channel = db.session.execute(select(Channel.type, Channel.webhook_url, Channel.webhook_secret)
                                  .where(Channel.id == conversation.channel_id)).one()
-    queued = delivery.queue(
-        conversation.tenant_id, url=channel.webhook_url,
-        payload=delivery.message_payload(conversation.chat_id, text, now),
-        secret=channel.webhook_secret, ordering_key=f"{conversation.channel_id}:{conversation.chat_id}",
-        channel_id=conversation.channel_id)
-    if queued.id is None:
-        db.session.flush()
+    if channel.type in MESSENGER_TYPES:
+        queued = messenger_calls.queue_reply(conversation.tenant_id, conversation.channel_id, channel.type,
+                                             conversation.chat_id, text, buttons or ())
+    else:
+        queued = delivery.queue(
+            conversation.tenant_id, url=channel.webhook_url,
+            payload=delivery.message_payload(conversation.chat_id, text, now, buttons),
+            secret=channel.webhook_secret,
+            ordering_key=messenger_calls.chat_key(conversation.channel_id, conversation.chat_id),
+            channel_id=conversation.channel_id)
     message = Message(tenant_id=conversation.tenant_id, conversation_id=conversation.id, direction="out",
-                      author=author, text=text, delivery_id=queued.id, reply_to_id=reply_to, created_at=now)
+                      author=author, text=text, delivery_id=queued.id, reply_to_id=reply_to, created_at=now,
+                      content={"buttons": buttons} if buttons else None)
     db.session.add(message)
     db.session.flush()
     return message
@@ -104,6 +115,7 @@ class Outbox:
     conversation: ActiveConversation | None
     has_ai_steps: bool = False
     texts: list[str] = field(default_factory=list)
+    buttons: list[list[dict[str, str]]] = field(default_factory=list)   # each text's buttons
     dialogs: dict = field(default_factory=dict)  # ready ai_chat steps (engine.ai_chat.ready_dialogs)
 
     @classmethod
@@ -146,7 +158,16 @@ class Outbox:
         if len(text) > MAX_TEXT:
             raise fail(f"The text of send_message '{element_id}' is {len(text)} characters long; "
                        f"at most {MAX_TEXT} can be sent.")
+        buttons = read_message_buttons(task.task_spec.extensions.get("properties", {}))
+        channel_type = self.conversation.channel_type
+        if buttons and channel_type in MESSENGER_TYPES:
+            # Deploy refuses these for a process bound to the channel; a called process is not.
+            refusals = messenger(channel_type).button_refusals(messenger_calls.as_buttons(buttons))
+            if refusals:
+                raise fail(f"send_message '{element_id}' has buttons {channel_type} cannot carry: "
+                           f"{' '.join(refusals)}")
         self.texts.append(text)
+        self.buttons.append(buttons)
         task.run()
 
 
@@ -154,8 +175,8 @@ def settle(instance_id: int, status: str, outbox: Outbox | None, specs: tuple) -
     """In the runner's save transaction: store what the advance sent; close an ended instance's chat
     (no statement at all for a process no channel starts: the hot path of webhook and RPC starts)."""
     if outbox is not None and outbox.texts:
-        for text in outbox.texts:
-            record_outgoing(outbox.conversation, text, "process")
+        for text, buttons in zip(outbox.texts, outbox.buttons):
+            record_outgoing(outbox.conversation, text, "process", buttons=buttons)
     if _closes_chat(status, specs):
         close_for_instance(instance_id)
 

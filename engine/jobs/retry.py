@@ -6,6 +6,8 @@
   from ``BATON_HTTP_RETRY_BASE_S`` (base, 4x, 16x ... capped at 10 min).
 * ``DeliverySchedule``: a signed delivery the receiver did not take: about 5 s, 30 s, 2 min,
   10 min, 1 h, then hourly while within 24 h of the round's start (docs/api.md, "Outbound deliveries").
+  A messenger that asks to wait (a rate limit) is waited for without moving on the schedule, still
+  within the round's 24 h (``wait_until``).
 
 A server's ``Retry-After`` wins whenever it asks for longer.
 """
@@ -54,4 +56,10 @@ class DeliverySchedule:
         """When to try again after the ``attempt``-th failure, or None: that was the last attempt."""
         delay = max(self.delay_after(attempt), retry_after_s or 0.0)
         at = now + timedelta(seconds=delay)
+        return at if at <= since + timedelta(seconds=DELIVERY_WINDOW_S * self.scale) else None
+
+    def wait_until(self, now: datetime, since: datetime, wait_s: float) -> datetime | None:
+        """When to try again after the receiver asked to wait ``wait_s`` (not scaled: its own wish),
+        or None when that is past the round's window."""
+        at = now + timedelta(seconds=max(0.0, wait_s))
         return at if at <= since + timedelta(seconds=DELIVERY_WINDOW_S * self.scale) else None

@@ -1,18 +1,18 @@
-"""Durable outbound deliveries: signed JSON POSTs, at least once, in order per ordering key.
+"""Durable outbound deliveries: queued in the caller's transaction, at least once, in order per
+ordering key; their administration (``delivery.list``, ``delivery.retry``, messenger receipts).
 
 ``queue`` adds a delivery and its one ``deliver`` job to the caller's transaction; the job's
-handler (``DeliveryRunner``) decides, POSTs with no transaction open, and records. How the one
-job per delivery, the ordering, retries and secrets work: docs/internals.md, "Durable delivery".
+handler (``delivery_runner.DeliveryRunner``) decides, sends with no transaction open, and records,
+with the per-key primitives below (``lock_key``, ``head``, ``put_back``, ``wake_head``). How the
+one job per delivery, the ordering, retries and secrets work: docs/internals.md, "Durable delivery".
 """
 from __future__ import annotations
 
 import hashlib
 import hmac
 import json
-import logging
 import time
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 from uuid import uuid4
 
@@ -20,19 +20,15 @@ from sqlalchemy import bindparam, case, or_, select, text, update
 
 from engine import jobs
 from engine.jobs.kinds import DELIVER
-from engine.jobs.retry import DeliverySchedule
-from engine.errors import ConflictError, NotFoundError, OutboundError, OutboundRefusedError
+from engine.errors import ConflictError, NotFoundError
 from engine.store.db import db, is_postgres, iso, utcnow
-from engine.store.models import Channel, Delivery, Job
+from engine.store.models import Delivery, Job
 from engine.store.paging import page_of
-
-log = logging.getLogger("baton.delivery")
 
 QUEUED, SENT, DEAD = "queued", "sent", "dead"
 STATUSES = (QUEUED, SENT, DEAD)
+RECEIPTS = ("delivered", "read", "failed")   # what a messenger reports about a sent message
 
-TIMEOUT_S = 10.0
-PARK_RECHECK_S = 3600.0   # a parked job is woken by its predecessor; this is only a safety net
 HELD = jobs.HELD_UNTIL  # run_at of a dead delivery's job: kept for delivery.retry, never due
 
 _LOCK_NAMESPACE = 0x42444C56  # first key of pg_advisory_xact_lock(int, int): "BDLV"
@@ -42,11 +38,17 @@ _MAX_URL, _MAX_KEY, _MAX_EVENT = 2000, 300, 32  # the column sizes
 
 # --- the API other modules call, inside their own transaction ------------------------------------
 
-def message_payload(chat_id: str, text: str, timestamp: datetime) -> dict[str, Any]:
-    """The web-chat message body of §4.3; ``timestamp`` is naive UTC (``utcnow()``) or aware."""
+def message_payload(chat_id: str, text: str, timestamp: datetime,
+                    buttons: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """The web-chat message body of §4.3; ``timestamp`` is naive UTC (``utcnow()``) or aware.
+    ``buttons`` (``[{id, title}]``) are added only when the message has some."""
     if timestamp.tzinfo is not None:
         timestamp = timestamp.astimezone(timezone.utc).replace(tzinfo=None)
-    return {"chat_id": chat_id, "text": text, "reply_to_message_id": None, "timestamp": iso(timestamp)}
+    payload: dict[str, Any] = {"chat_id": chat_id, "text": text, "reply_to_message_id": None,
+                               "timestamp": iso(timestamp)}
+    if buttons:
+        payload["buttons"] = buttons
+    return payload
 
 
 def encode_body(payload: dict[str, Any]) -> str:
@@ -97,154 +99,6 @@ def request_headers(delivery_uid: str, body: bytes, secret: str | None, now_s: f
     return headers
 
 
-# --- the job handler ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _Attempt:
-    """What an attempt needs, copied out of the rows before the transaction ends."""
-
-    delivery_id: int
-    tenant_id: int
-    ordering_key: str
-    uid: str
-    url: str
-    body: bytes
-    secret: str | None
-
-
-@dataclass(frozen=True)
-class _Outcome:
-    result: str                      # SENT, DEAD or "retry"
-    status: int | None = None
-    error: str | None = None
-    retry_after_s: float | None = None
-
-
-class DeliveryRunner:
-    """Job handler for ``deliver`` jobs: decide (short transaction), POST (none open), record."""
-
-    def __init__(self, outbound, *, retry_scale: float = 1.0, timeout_s: float = TIMEOUT_S):
-        self.outbound = outbound
-        self.schedule = DeliverySchedule(retry_scale)
-        self.timeout_s = float(timeout_s)
-
-    def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        attempt = self._begin(job, worker_id)
-        if attempt is not None:
-            self._record(job, worker_id, attempt, self._send(attempt))
-
-    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        """The handler itself failed again and again (not the receiver): dead, re-sendable."""
-        row = db.session.get(Delivery, job.payload.get("delivery_id"))
-        if row is None or row.status != QUEUED:
-            jobs.finish(job, worker_id)
-            db.session.commit()
-            return
-        _lock_key(row.ordering_key)
-        db.session.refresh(row)
-        self._die(job, worker_id, row, "An internal error stopped this delivery; delivery.retry re-sends it.")
-        db.session.commit()
-
-    # -- 1: may this delivery go now? --
-
-    def _begin(self, job: jobs.ClaimedJob, worker_id: str) -> _Attempt | None:
-        delivery_id = job.payload.get("delivery_id")
-        key = db.session.execute(select(Delivery.ordering_key).where(Delivery.id == delivery_id)).scalar()
-        if key is None:  # the row is gone: nothing to send
-            jobs.finish(job, worker_id)
-            db.session.commit()
-            return None
-        _lock_key(key)
-        row = db.session.execute(select(Delivery).where(Delivery.id == delivery_id)
-                                 .execution_options(populate_existing=True)).scalar_one()
-        if row.status == SENT:
-            jobs.finish(job, worker_id)
-            db.session.commit()
-            return None
-        if row.status == DEAD:  # woken by mistake: keep the job (and its secret) for delivery.retry
-            _put_back(job, worker_id, HELD)
-            db.session.commit()
-            return None
-        if _head(row.tenant_id, row.ordering_key) != row.id:
-            row.next_attempt_at = None  # "waiting for an earlier delivery": shown as no next attempt
-            _put_back(job, worker_id, utcnow() + timedelta(seconds=PARK_RECHECK_S))
-            db.session.commit()
-            return None
-        url, secret = row.url, job.payload.get("secret")
-        if row.channel_id is not None:
-            channel = db.session.execute(select(Channel.webhook_url, Channel.webhook_secret)
-                                         .where(Channel.id == row.channel_id)).first()
-            if channel is not None:
-                secret = channel.webhook_secret
-                if channel.webhook_url and channel.webhook_url != url:
-                    url = row.url = channel.webhook_url
-        row.attempts += 1  # counted before the call: an attempt cut short by a crash still counts
-        attempt = _Attempt(row.id, row.tenant_id, row.ordering_key, row.delivery_uid, url,
-                           row.body.encode("utf-8"), secret or None)
-        jobs.extend_lease(job, worker_id, self.timeout_s + 30)  # commits the above with the lease
-        return attempt
-
-    # -- 2: the call, with no transaction open --
-
-    def _send(self, attempt: _Attempt) -> _Outcome:
-        headers = request_headers(attempt.uid, attempt.body, attempt.secret)
-        try:
-            response = self.outbound.request("POST", attempt.url, headers=headers, body=attempt.body,
-                                             timeout_s=self.timeout_s)
-        except OutboundRefusedError as exc:
-            return _Outcome(DEAD, error=exc.message)
-        except OutboundError as exc:
-            return _Outcome("retry", error=exc.message)
-        if response.ok:
-            return _Outcome(SENT, status=response.status)
-        return _Outcome("retry", status=response.status, error=f"The receiver answered {response.status}.",
-                        retry_after_s=response.retry_after_s())
-
-    # -- 3: record the outcome --
-
-    def _record(self, job: jobs.ClaimedJob, worker_id: str, attempt: _Attempt, outcome: _Outcome) -> None:
-        _lock_key(attempt.ordering_key)
-        row = db.session.execute(select(Delivery).where(Delivery.id == attempt.delivery_id)
-                                 .execution_options(populate_existing=True)).scalar_one_or_none()
-        now = utcnow()
-        if row is None:
-            jobs.finish(job, worker_id)
-            db.session.commit()
-            return
-        row.last_status = outcome.status
-        if outcome.result == SENT:
-            row.status, row.sent_at, row.last_error, row.next_attempt_at = SENT, now, None, None
-            # Even with the lease lost (we overran it) the receiver has it: sent stays true.
-            jobs.finish(job, worker_id)
-            _wake_head(row.tenant_id, row.ordering_key, now)
-            db.session.commit()
-            return
-        error = outcome.error
-        if outcome.result == "retry":
-            since, base = _round(job.payload, row.created_at)
-            next_at = self.schedule.next_attempt(row.attempts - base, now, since, outcome.retry_after_s)
-            if next_at is not None:
-                if not _put_back(job, worker_id, next_at):
-                    db.session.rollback()  # lease lost: the worker that took the job over records
-                    return
-                row.last_error, row.next_attempt_at = error, next_at
-                db.session.commit()
-                return
-            error = f"{error} Gave up after {row.attempts - base} attempts."
-        if not self._die(job, worker_id, row, error):
-            db.session.rollback()
-            return
-        log.warning("delivery %s (%s) is dead: %s", row.id, row.delivery_uid, error)
-        db.session.commit()
-
-    def _die(self, job: jobs.ClaimedJob, worker_id: str, row: Delivery, error: str | None) -> bool:
-        if not _put_back(job, worker_id, HELD):
-            return False
-        row.status, row.last_error, row.next_attempt_at = DEAD, error, None
-        _wake_head(row.tenant_id, row.ordering_key, utcnow())  # a dead delivery stops blocking
-        return True
-
-
 # --- administration (delivery.list, delivery.retry) -----------------------------------------------
 
 def list_deliveries(tenant_id: int, *, status: str | None, page: int, per_page: int) -> dict[str, Any]:
@@ -254,12 +108,14 @@ def list_deliveries(tenant_id: int, *, status: str | None, page: int, per_page: 
         conditions.append(Delivery.status == status)
     query = select(Delivery.id, Delivery.delivery_uid, Delivery.channel_id, Delivery.event, Delivery.url,
                    Delivery.status, Delivery.attempts, Delivery.last_status, Delivery.last_error,
-                   Delivery.created_at, Delivery.next_attempt_at, Delivery.sent_at).where(*conditions)
+                   Delivery.created_at, Delivery.next_attempt_at, Delivery.sent_at, Delivery.external_id,
+                   Delivery.receipt).where(*conditions)
     listed = page_of(query, Delivery.id, page=page, per_page=per_page, item=lambda r: {
         "delivery_id": r.id, "delivery_uid": r.delivery_uid, "channel_id": r.channel_id, "event": r.event,
         "url": r.url, "status": r.status, "attempts": r.attempts, "last_status": r.last_status,
         "last_error": r.last_error, "created_at": iso(r.created_at),
-        "next_attempt_at": iso(r.next_attempt_at), "sent_at": iso(r.sent_at)})
+        "next_attempt_at": iso(r.next_attempt_at), "sent_at": iso(r.sent_at),
+        "external_id": r.external_id, "receipt": r.receipt})
     db.session.rollback()
     return listed
 
@@ -271,7 +127,7 @@ def retry(tenant_id: int, delivery_id: int) -> dict[str, Any]:
     if key is None:
         db.session.rollback()
         raise NotFoundError(f"Delivery {delivery_id} not found.")
-    _lock_key(key)
+    lock_key(key)
     row = db.session.execute(select(Delivery).where(Delivery.id == delivery_id)
                              .execution_options(populate_existing=True)).scalar_one()
     if row.status == SENT:
@@ -280,21 +136,49 @@ def retry(tenant_id: int, delivery_id: int) -> dict[str, Any]:
     now = utcnow()
     row.status, row.next_attempt_at = QUEUED, now
     # Its job decides again whether it may go (it may have to wait for an earlier delivery).
-    _wake(tenant_id, row.id, now, new_round={"since": now.isoformat(), "base": row.attempts})
+    wake(tenant_id, row.id, now, new_round={"since": now.isoformat(), "base": row.attempts})
     db.session.commit()
     return {"delivery_id": delivery_id, "status": QUEUED}
 
 
-# --- helpers --------------------------------------------------------------------------------------
+def record_receipt(channel_id: int, external_id: str, receipt: str, reason: str | None) -> bool:
+    """In the caller's transaction: what a messenger reported about the message it accepted as
+    ``external_id``. ``failed`` makes a sent delivery dead with the messenger's reason (``delivery.retry``
+    re-sends it); ``delivered`` / ``read`` are only noted. False when no delivery has that id."""
+    if receipt not in RECEIPTS:
+        raise ValueError(f"unknown receipt {receipt!r}")
+    row = db.session.execute(select(Delivery).where(Delivery.channel_id == channel_id,
+                                                    Delivery.external_id == external_id)
+                             .order_by(Delivery.id.desc()).limit(1)).scalar_one_or_none()
+    if row is None:
+        return False
+    lock_key(row.ordering_key)
+    if receipt == "failed":
+        row.receipt = receipt
+        if row.status == SENT:
+            row.status, row.last_error = DEAD, f"The messenger reported it failed: {reason or 'no reason given'}"
+    elif row.receipt != "read":          # statuses may arrive out of order: read stays read
+        row.receipt = receipt
+    return True
 
-def _lock_key(ordering_key: str) -> None:
+
+def wake_key(tenant_id: int, ordering_key: str) -> None:
+    """Make the head of ``ordering_key`` try now, in the caller's transaction (a waiting delivery
+    to a customer who can no longer be reached dies now instead of at its next retry)."""
+    lock_key(ordering_key)
+    wake_head(tenant_id, ordering_key, utcnow())
+
+
+# --- the per-key primitives the runner uses ------------------------------------------------------
+
+def lock_key(ordering_key: str) -> None:
     """Serialize, per ordering key, the transactions that decide and record (released at commit)."""
     if is_postgres():
         db.session.execute(_PG_KEY_LOCK, {"namespace": _LOCK_NAMESPACE, "key": ordering_key})
     # SQLite: every transaction began with BEGIN IMMEDIATE, so it holds the database's write lock.
 
 
-def _head(tenant_id: int, ordering_key: str) -> int | None:
+def head(tenant_id: int, ordering_key: str) -> int | None:
     """The id of the delivery of this key that may go next, or None when none is queued."""
     return db.session.execute(
         select(Delivery.id).where(Delivery.tenant_id == tenant_id, Delivery.ordering_key == ordering_key,
@@ -302,7 +186,7 @@ def _head(tenant_id: int, ordering_key: str) -> int | None:
         .order_by(case((Delivery.attempts > 0, 0), else_=1), Delivery.id).limit(1)).scalar()
 
 
-def _round(job_payload: dict[str, Any], created_at: datetime) -> tuple[datetime, int]:
+def round_of(job_payload: dict[str, Any], created_at: datetime) -> tuple[datetime, int]:
     """When the current retry round began and the attempts made before it."""
     since = job_payload.get("since")
     return (datetime.fromisoformat(since) if since else created_at), int(job_payload.get("base") or 0)
@@ -313,25 +197,27 @@ _put_back_statement = (
     .values(run_at=bindparam("run_at"), locked_by=None, locked_until=None, attempts=0, last_error=None))
 
 
-def _put_back(job: jobs.ClaimedJob, worker_id: str, run_at: datetime) -> bool:
-    """Give the job back until ``run_at`` inside the current transaction; False if the lease was lost.
+def put_back(job: jobs.ClaimedJob, worker_id: str, run_at: datetime, payload: dict[str, Any] | None = None) -> bool:
+    """Give the job back until ``run_at`` inside the current transaction (with a new ``payload`` when
+    given); False if the lease was lost.
 
     Unlike ``jobs.release`` it does not commit (the delivery's new state commits with it) and it
     resets the job's attempts: those count the handler's own failures (WorkerPool gives up after a
     few), while the delivery counts the receiver's.
     """
-    result = db.session.execute(_put_back_statement.execution_options(synchronize_session=False),
+    statement = _put_back_statement if payload is None else _put_back_statement.values(payload=payload)
+    result = db.session.execute(statement.execution_options(synchronize_session=False),
                                 {"job_id": job.id, "worker_id": worker_id, "run_at": run_at})
     return result.rowcount == 1
 
 
-def _wake_head(tenant_id: int, ordering_key: str, now: datetime) -> None:
-    head = _head(tenant_id, ordering_key)
-    if head is not None:
-        _wake(tenant_id, head, now)
+def wake_head(tenant_id: int, ordering_key: str, now: datetime) -> None:
+    first = head(tenant_id, ordering_key)
+    if first is not None:
+        wake(tenant_id, first, now)
 
 
-def _wake(tenant_id: int, delivery_id: int, now: datetime, new_round: dict[str, Any] | None = None) -> None:
+def wake(tenant_id: int, delivery_id: int, now: datetime, new_round: dict[str, Any] | None = None) -> None:
     """Make the delivery's job due now (unless a worker holds it right now); workers are woken at commit."""
     job = db.session.execute(
         select(Job.id, Job.payload).where(Job.kind == DELIVER, Job.tenant_id == tenant_id,

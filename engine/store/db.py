@@ -17,10 +17,13 @@ from datetime import datetime, timezone
 from flask import current_app
 from flask_sqlalchemy import SQLAlchemy
 from flask_sqlalchemy.session import Session as FlaskSession
-from sqlalchemy import event
+from sqlalchemy import BigInteger, Integer, event
 from sqlalchemy import exc as exc_module
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase
+
+# SQLite only makes INTEGER PRIMARY KEY an auto-increment alias; PostgreSQL gets a BIGINT identity.
+BigId = BigInteger().with_variant(Integer(), "sqlite")
 
 BUSY_TIMEOUT_S = 30.0
 # Per SQLite engine: (acquire, release) of its write lock (``configure_sqlite``), for ``sqlite_write``.

@@ -4,13 +4,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint, text
+from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
-from engine.store.db import db, utcnow
-
-# SQLite only makes INTEGER PRIMARY KEY an auto-increment alias; PostgreSQL gets a BIGINT identity.
-BigId = BigInteger().with_variant(Integer(), "sqlite")
+from engine.store.db import BigId, db, utcnow
 
 
 class Tenant(db.Model):
@@ -159,117 +156,19 @@ class Task(db.Model):
     callback_token_hash: Mapped[str | None] = mapped_column(String(64))
 
 
-class Channel(db.Model):
-    """A configured connection (web-chat now; messengers later). Secrets are never returned."""
-
-    __tablename__ = "channels"
-    __table_args__ = (UniqueConstraint("tenant_id", "name"),)
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"), index=True)
-    type: Mapped[str] = mapped_column(String(16))
-    name: Mapped[str] = mapped_column(String(200))
-    webhook_url: Mapped[str | None] = mapped_column(String(2000))
-    webhook_secret: Mapped[str | None] = mapped_column(String(255))
-    settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    enabled: Mapped[bool] = mapped_column(default=True)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class Conversation(db.Model):
-    """One customer (a chat_id on a channel) talking with one running instance: the binding."""
-
-    __tablename__ = "conversations"
-    __table_args__ = (
-        # At most one active conversation per (channel, chat_id).
-        Index("ux_conversations_active_chat", "channel_id", "chat_id", unique=True,
-              sqlite_where=text("status = 'active'"), postgresql_where=text("status = 'active'")),
-        Index("ix_conversations_tenant_status_id", "tenant_id", "status", "id"),
-        Index("ix_conversations_instance_id", "instance_id"),
-    )
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
-    channel_id: Mapped[int] = mapped_column(ForeignKey("channels.id"))
-    chat_id: Mapped[str] = mapped_column(String(255))
-    instance_id: Mapped[int | None] = mapped_column(ForeignKey("instances.id"))
-    status: Mapped[str] = mapped_column(String(16), default="active")
-    external_user_id: Mapped[str | None] = mapped_column(String(255))
-    external_username: Mapped[str | None] = mapped_column(String(255))
-    started_at: Mapped[datetime] = mapped_column(default=utcnow)
-    last_message_at: Mapped[datetime | None]
-    closed_at: Mapped[datetime | None]
-
-
-class Message(db.Model):
-    """A message of a conversation, in or out; ``delivery_id`` links an outgoing one to its delivery."""
-
-    __tablename__ = "messages"
-    __table_args__ = (Index("ix_messages_conversation_id", "conversation_id", "id"),)
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
-    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id"))
-    direction: Mapped[str] = mapped_column(String(3))
-    author: Mapped[str] = mapped_column(String(16))
-    text: Mapped[str] = mapped_column(Text)
-    delivery_id: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
-    # an AI answer: the newest customer message it answered (its place in the model's history)
-    reply_to_id: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class AiKnowledge(db.Model):
-    """A step's knowledge text, stored once per tenant however many dialogs use it (up to 200,000
-    characters each: a copy per chat would grow with the traffic)."""
-
-    __tablename__ = "ai_knowledge"
-    __table_args__ = (UniqueConstraint("tenant_id", "sha256"),)
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
-    sha256: Mapped[str] = mapped_column(String(64))
-    text: Mapped[str] = mapped_column(Text)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class AiDialog(db.Model):
-    """The state of one waiting ``ai_chat`` step: its settings (prompt rendered when it opened),
-    the customer messages it has answered, and which turn job is talking to the model.
-
-    Kept beside the instance, not in it: a turn changes this row and the transcript, never the
-    process state, so a long chat neither grows the task tree nor takes the instance's lock.
-    """
-
-    __tablename__ = "ai_dialogs"
-    __table_args__ = (UniqueConstraint("instance_id", "spiff_task_id"),
-                      Index("ix_ai_dialogs_conversation_status", "conversation_id", "status"))
-    id: Mapped[int] = mapped_column(BigId, primary_key=True)
-    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
-    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id"))
-    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id"))
-    spiff_task_id: Mapped[str] = mapped_column(String(36))
-    element_id: Mapped[str] = mapped_column(String(255))
-    status: Mapped[str] = mapped_column(String(16), default="active")  # active, done, ended
-    system_prompt: Mapped[str] = mapped_column(Text, default="")
-    knowledge_id: Mapped[int | None] = mapped_column(ForeignKey("ai_knowledge.id"))
-    model: Mapped[str | None] = mapped_column(String(200))
-    max_turns: Mapped[int] = mapped_column(Integer)
-    handoff_keywords: Mapped[list[str]] = mapped_column(JSON, default=list)
-    turns: Mapped[int] = mapped_column(Integer, default=0)
-    answered_through: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), default=0)
-    last_answer: Mapped[str | None] = mapped_column(Text)
-    busy_job_id: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
-    busy_until: Mapped[datetime | None]
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    ended_at: Mapped[datetime | None]
-
-
 class Delivery(db.Model):
     """One outbound HTTP POST, durable and at-least-once; ``body`` holds the exact bytes signed and sent.
 
     Deliveries of one ``ordering_key`` (channel + chat) go out one after another, oldest first.
+    A messenger delivery's ``url`` is ``<type>:<API method>`` and its ``body`` the stored call, sent
+    with the channel's current credentials; ``external_id`` is the messenger's id of the sent message
+    and ``receipt`` what the messenger reported about it since (delivered, read, failed).
     """
 
     __tablename__ = "deliveries"
     __table_args__ = (Index("ix_deliveries_ordering", "ordering_key", "id"),
-                      Index("ix_deliveries_tenant_status_id", "tenant_id", "status", "id"))
+                      Index("ix_deliveries_tenant_status_id", "tenant_id", "status", "id"),
+                      Index("ix_deliveries_channel_external_id", "channel_id", "external_id"))
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
     channel_id: Mapped[int | None] = mapped_column(ForeignKey("channels.id"))
@@ -285,3 +184,14 @@ class Delivery(db.Model):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     next_attempt_at: Mapped[datetime | None]
     sent_at: Mapped[datetime | None]
+    external_id: Mapped[str | None] = mapped_column(String(255))
+    receipt: Mapped[str | None] = mapped_column(String(16))
+
+
+# The chat tables live in their own module; importing them here registers them with the metadata.
+from engine.store.chat_models import (AiDialog, AiKnowledge, Channel, Conversation, InboundReceipt,  # noqa: E402
+                                      Message, UnreachableChat)
+
+__all__ = ["AiDialog", "AiKnowledge", "ApiKey", "Channel", "Conversation", "Definition", "Delivery",
+           "IdempotencyRecord", "InboundReceipt", "Instance", "Job", "Message", "Task", "Tenant",
+           "UnreachableChat", "WebhookRoute"]

@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.fakes.telegram import FakeTelegram
+from tests.fakes.viber import FakeViber
+from tests.fakes.whatsapp import FakeWhatsApp
 from tests.harness import BatonServer
 
 CHROMIUM = os.environ.get("BATON_TEST_CHROMIUM", "/usr/bin/chromium")
@@ -42,11 +45,23 @@ def chromium():
 
 
 @pytest.fixture(scope="session")
-def console_server(tmp_path_factory):
+def messenger_fakes():
+    """Local fakes of Telegram's, Viber's and WhatsApp's APIs: a channel form's create call reaches
+    them, never the real messengers."""
+    fakes = (FakeTelegram().start(), FakeViber().start(), FakeWhatsApp().start())
+    yield fakes
+    for fake in fakes:
+        fake.stop()
+
+
+@pytest.fixture(scope="session")
+def console_server(tmp_path_factory, messenger_fakes):
     """One server for the browser tests; deliveries give up within seconds (dead letters)."""
     workdir = tmp_path_factory.mktemp("console-server")
-    server = BatonServer(f"sqlite:///{workdir / 'baton.db'}", workdir,
-                         BATON_DELIVERY_RETRY_SCALE="0.00001").start()
+    telegram, viber, whatsapp = messenger_fakes
+    server = BatonServer(f"sqlite:///{workdir / 'baton.db'}", workdir, BATON_DELIVERY_RETRY_SCALE="0.00001",
+                         BATON_TELEGRAM_API_URL=telegram.api_url, BATON_VIBER_API_URL=viber.api_url,
+                         BATON_WHATSAPP_API_URL=whatsapp.api_url).start()
     yield server
     server.stop()
 

@@ -79,9 +79,11 @@ def test_a_messenger_form_asks_for_its_settings_and_sends_exactly_them(console, 
             "WhatsApp": ["phone_number_id", "access_token", "app_secret", "verify_token"]}[label]
     assert params == {"type": type_, "name": name, "settings": dict(zip(keys, values.values()))}
 
-    # What the server answers the same call is what the dialog shows (today: not supported yet).
+    # What the server answers the same call is what the dialog shows (the fake messenger refuses
+    # these made-up credentials: invalid_params quoting it; nothing is stored).
     with pytest.raises(RpcError) as refused:
         api.call("channel.create", **params)
+    assert refused.value.reason == "invalid_params", refused.value
     problem = dialog.locator(".dialog-problem")
     problem.filter(has_text=refused.value.message).wait_for()
     assert name not in [c["name"] for c in api.call("channel.list", per_page=100)["items"]]

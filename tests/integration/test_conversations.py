@@ -83,9 +83,11 @@ def test_channel_list_is_a_page_newest_first_of_this_tenant_only(api, other_api)
 
 
 @pytest.mark.parametrize("params, reason, phrase", [
-    ({"type": "telegram", "settings": {"bot_token": "123:abc"}}, "invalid_params", "not supported yet"),
-    ({"type": "whatsapp"}, "invalid_params", "not supported yet"),
-    ({"type": "viber"}, "invalid_params", "not supported yet"),
+    # Messenger channels refused before the messenger is asked (the rest: tests/integration/messengers/).
+    ({"type": "telegram", "settings": {"bot_token": "123:abc"}}, "invalid_params", "'webhook_url'"),
+    ({"type": "whatsapp", "webhook_url": None}, "invalid_params", "'settings'"),
+    ({"type": "viber", "webhook_url": None, "settings": {"auth_token": "x", "sender_name": "A", "color": "b"}},
+     "invalid_params", "'color'"),
     ({"type": "sms"}, "invalid_params", "'type'"),
     ({"webhook_url": None}, "invalid_params", "'webhook_url'"),
     ({"webhook_url": "ftp://files.example.com/in"}, "outbound_refused", "http and https"),

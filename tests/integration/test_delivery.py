@@ -24,7 +24,7 @@ from engine.store.models import Channel
 from tests.harness import RpcError
 
 ITEM_KEYS = {"delivery_id", "delivery_uid", "channel_id", "event", "url", "status", "attempts", "last_status",
-             "last_error", "created_at", "next_attempt_at", "sent_at"}
+             "last_error", "created_at", "next_attempt_at", "sent_at", "external_id", "receipt"}
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ def channel(app):
         db.session.execute(delete(Job))
         db.session.commit()
         tenant, _key = create_tenant(f"t-{uuid.uuid4().hex[:10]}")
-        created = channel_configs.create(tenant.id, type_="webchat", name=f"site-{uuid.uuid4().hex[:6]}",
+        created = channel_configs.create(tenant.id, name=f"site-{uuid.uuid4().hex[:6]}",
                                   webhook_url="http://127.0.0.1:9/chat", webhook_secret=None, settings=None,
                                   allow_private=True)
         yield tenant.id, db.session.get(Channel, created["config_id"])
@@ -38,8 +38,8 @@ def _deploy(tenant_id: int, channel: Channel) -> None:
 
 
 def _say(channel: Channel, chat_id: str, text: str) -> dict:
-    return conversations.accept(db.session.get(Channel, channel.id), chat_id=chat_id, text=text,
-                                user_id="u-1", username="Zoë")
+    return conversations.accept(db.session.get(Channel, channel.id), conversations.Arrival(
+        chat_id=chat_id, text=text, user_id="u-1", username="Zoë"))
 
 
 def test_a_first_message_starts_the_process_and_opens_the_conversation(channel):

@@ -19,7 +19,7 @@ from sqlalchemy import delete, select
 from engine import jobs
 from engine.auth import create_tenant
 from engine.errors import ConflictError, NotFoundError
-from engine.outbound import OutboundHttp, delivery
+from engine.outbound import OutboundHttp, delivery, delivery_runner
 from engine.store.db import db, utcnow
 from engine.store.models import Channel, Delivery, Job
 from tests.receiver import Answer, Receiver
@@ -57,7 +57,7 @@ def make_runner():
 
     def make(scale: float = 0.001, timeout_s: float = 10.0, allow_private: bool = True):
         clients.append(OutboundHttp(allow_private=allow_private))
-        return delivery.DeliveryRunner(clients[-1], retry_scale=scale, timeout_s=timeout_s)
+        return delivery_runner.DeliveryRunner(clients[-1], retry_scale=scale, timeout_s=timeout_s)
 
     yield make
     for client in clients:
@@ -271,7 +271,7 @@ def test_a_park_and_its_predecessors_wake_up_never_miss_each_other(ctx, tenant_i
     first, second = queue(tenant_id, receiver.url, key, "one"), queue(tenant_id, receiver.url, key, "two")
     job1, job2 = sorted(jobs.claim(WORKER, 30, limit=2), key=lambda j: j.payload["delivery_id"])
     decided, go, errors = threading.Event(), threading.Event(), []
-    real_head = delivery._head
+    real_head = delivery.head
 
     def paused_head(*args):
         head = real_head(*args)
@@ -280,7 +280,7 @@ def test_a_park_and_its_predecessors_wake_up_never_miss_each_other(ctx, tenant_i
             go.wait(10)
         return head
 
-    monkeypatch.setattr(delivery, "_head", paused_head)
+    monkeypatch.setattr(delivery, "head", paused_head)
     app = ctx
 
     def advance(job):

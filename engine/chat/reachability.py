@@ -1,0 +1,32 @@
+"""Customers a messenger says cannot be reached (blocked the bot, unsubscribed): deliveries to them
+are dead at once with that reason instead of being tried for 24 hours, until they come back."""
+from __future__ import annotations
+
+from sqlalchemy import delete, select
+
+from engine.store.db import db, utcnow
+from engine.store.models import UnreachableChat
+
+
+def mark(tenant_id: int, channel_id: int, chat_id: str, reason: str) -> None:
+    """In the caller's transaction: the chat cannot be reached any more, for ``reason``."""
+    row = db.session.execute(select(UnreachableChat).where(
+        UnreachableChat.channel_id == channel_id, UnreachableChat.chat_id == chat_id)).scalar_one_or_none()
+    if row is None:
+        db.session.add(UnreachableChat(tenant_id=tenant_id, channel_id=channel_id, chat_id=chat_id,
+                                       reason=reason, since=utcnow()))
+    else:
+        row.reason, row.since = reason, utcnow()
+    db.session.flush()
+
+
+def clear(channel_id: int, chat_id: str) -> None:
+    """In the caller's transaction: the customer came back (unblocked, subscribed, wrote again)."""
+    db.session.execute(delete(UnreachableChat).where(UnreachableChat.channel_id == channel_id,
+                                                     UnreachableChat.chat_id == chat_id))
+
+
+def reason_for(channel_id: int, chat_id: str) -> str | None:
+    """Why the chat cannot be reached, or None when it can."""
+    return db.session.execute(select(UnreachableChat.reason).where(
+        UnreachableChat.channel_id == channel_id, UnreachableChat.chat_id == chat_id)).scalar_one_or_none()

@@ -1,0 +1,33 @@
+"""Deduplication of messenger calls: the messenger's own id of each item taken, kept durably.
+
+Messengers retry a call whose answer was slow or not 2xx, and the same item then arrives again.
+``take`` records the item's id in the caller's transaction (a unique constraint on channel and id),
+so the item and what it caused commit together or not at all; a second ``take`` of the same id,
+even from a concurrent request, finds it (``taken``) or fails on the constraint and is retried.
+"""
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from engine.store.db import db, utcnow
+from engine.store.models import InboundReceipt
+
+MAX_ID = 300   # the column's size; longer ids (none are) are cut, keeping their end, which varies most
+
+
+def taken(channel_id: int, external_id: str) -> bool:
+    return db.session.execute(select(InboundReceipt.id).where(
+        InboundReceipt.channel_id == channel_id,
+        InboundReceipt.external_id == _fit(external_id))).first() is not None
+
+
+def take(tenant_id: int, channel_id: int, external_id: str, kind: str) -> None:
+    """Record the item in the caller's transaction; IntegrityError (at flush) when a concurrent
+    transaction took it first."""
+    db.session.add(InboundReceipt(tenant_id=tenant_id, channel_id=channel_id, external_id=_fit(external_id),
+                                  kind=kind[:32], created_at=utcnow()))
+    db.session.flush()
+
+
+def _fit(external_id: str) -> str:
+    return external_id if len(external_id) <= MAX_ID else external_id[-MAX_ID:]

@@ -1,0 +1,244 @@
+"""The ``deliver`` job's handler: may this delivery go now (short transaction), send it (no
+transaction open), record what came of it (short transaction).
+
+Two kinds of delivery: a signed JSON POST to a URL (web-chat answers, CRM events), and a call
+through a channel's own API (a messenger: its ``url`` names the API method). The second is
+prepared and judged by the ``ChannelCalls`` given to the runner (``engine.chat.messenger_calls``),
+which reads the channel's current credentials and the messenger's answer; this module stays the
+one owner of ordering, retries and the dead letter for both. Why it is built this way:
+docs/internals.md, "Durable delivery".
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Protocol
+
+from sqlalchemy import select
+
+from engine import jobs
+from engine.errors import OutboundError, OutboundRefusedError
+from engine.jobs.retry import DeliverySchedule
+from engine.outbound import delivery
+from engine.outbound.delivery import DEAD, HELD, QUEUED, SENT
+from engine.store.db import db, utcnow
+from engine.store.models import Channel, Delivery
+
+log = logging.getLogger("baton.delivery")
+
+TIMEOUT_S = 10.0
+PARK_RECHECK_S = 3600.0   # a parked job is woken by its predecessor; this is only a safety net
+RETRY, WAIT = "retry", "wait"
+
+
+@dataclass(frozen=True)
+class ChannelCall:
+    """A delivery sent through a channel's own API, ready to go; the URL may carry a token: never log it."""
+
+    channel_type: str
+    method: str
+    url: str = field(repr=False)
+    headers: dict[str, str] = field(repr=False)
+    body: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one attempt came to: ``result`` is SENT, DEAD, RETRY (on the schedule) or WAIT (after
+    ``retry_after_s``, not counted against the schedule); ``external_id`` is the receiver's id of it."""
+
+    result: str
+    status: int | None = None
+    error: str | None = None
+    retry_after_s: float | None = None
+    external_id: str | None = None
+
+
+class ChannelCalls(Protocol):
+    """How deliveries through a channel's own API are prepared and judged (``engine.chat``)."""
+
+    def handles(self, url: str) -> bool:
+        """Whether a delivery with this ``url`` is a channel call rather than a POST to it."""
+
+    def prepare(self, row: Delivery) -> ChannelCall | str:
+        """Inside the deciding transaction: the call with the channel's current credentials, or why
+        it can never be sent (the channel is gone, the customer blocked the bot ...): dead at once."""
+
+    def judge(self, call: ChannelCall, response) -> Outcome:
+        """The outcome of an answer, read from its body the messenger's way."""
+
+    def recorded(self, row: Delivery, outcome: Outcome) -> None:
+        """Inside the recording transaction: note a failure on the channel (its last error)."""
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """What an attempt needs, copied out of the rows before the transaction ends."""
+
+    delivery_id: int
+    tenant_id: int
+    ordering_key: str
+    uid: str
+    url: str = field(repr=False)
+    body: bytes = field(repr=False)
+    secret: str | None = field(repr=False)
+    call: ChannelCall | None = None
+
+
+class DeliveryRunner:
+    """Job handler for ``deliver`` jobs: decide (short transaction), send (none open), record."""
+
+    def __init__(self, outbound, *, retry_scale: float = 1.0, timeout_s: float = TIMEOUT_S,
+                 channel_calls: ChannelCalls | None = None):
+        self.outbound = outbound
+        self.schedule = DeliverySchedule(retry_scale)
+        self.timeout_s = float(timeout_s)
+        self.channel_calls = channel_calls
+
+    def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+        attempt = self._begin(job, worker_id)
+        if isinstance(attempt, _Attempt):
+            self._record(job, worker_id, attempt, self._send(attempt))
+
+    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+        """The handler itself failed again and again (not the receiver): dead, re-sendable."""
+        row = db.session.get(Delivery, job.payload.get("delivery_id"))
+        if row is None or row.status != QUEUED:
+            jobs.finish(job, worker_id)
+            db.session.commit()
+            return
+        delivery.lock_key(row.ordering_key)
+        db.session.refresh(row)
+        self._die(job, worker_id, row, "An internal error stopped this delivery; delivery.retry re-sends it.")
+        db.session.commit()
+
+    # -- 1: may this delivery go now? --
+
+    def _begin(self, job: jobs.ClaimedJob, worker_id: str) -> _Attempt | None:
+        delivery_id = job.payload.get("delivery_id")
+        key = db.session.execute(select(Delivery.ordering_key).where(Delivery.id == delivery_id)).scalar()
+        if key is None:  # the row is gone: nothing to send
+            return self._finish(job, worker_id)
+        delivery.lock_key(key)
+        row = db.session.execute(select(Delivery).where(Delivery.id == delivery_id)
+                                 .execution_options(populate_existing=True)).scalar_one()
+        if row.status == SENT:
+            return self._finish(job, worker_id)
+        if row.status == DEAD:  # woken by mistake: keep the job (and its secret) for delivery.retry
+            delivery.put_back(job, worker_id, HELD)
+            db.session.commit()
+            return None
+        if delivery.head(row.tenant_id, row.ordering_key) != row.id:
+            row.next_attempt_at = None  # "waiting for an earlier delivery": shown as no next attempt
+            delivery.put_back(job, worker_id, utcnow() + timedelta(seconds=PARK_RECHECK_S))
+            db.session.commit()
+            return None
+        if self.channel_calls is not None and self.channel_calls.handles(row.url):
+            call = self.channel_calls.prepare(row)
+            if isinstance(call, str):  # it can never go: dead now, without a call
+                self._record_now(job, worker_id, row, Outcome(DEAD, error=call))
+                return None
+            attempt = _Attempt(row.id, row.tenant_id, row.ordering_key, row.delivery_uid, "", b"", None, call)
+        else:
+            attempt = self._post_attempt(job, row)
+        row.attempts += 1  # counted before the call: an attempt cut short by a crash still counts
+        jobs.extend_lease(job, worker_id, self.timeout_s + 30)  # commits the above with the lease
+        return attempt
+
+    @staticmethod
+    def _post_attempt(job: jobs.ClaimedJob, row: Delivery) -> _Attempt:
+        """A signed POST: to the channel's current webhook URL with its current secret, if it has one."""
+        url, secret = row.url, job.payload.get("secret")
+        if row.channel_id is not None and url.startswith(("http://", "https://")):
+            channel = db.session.execute(select(Channel.webhook_url, Channel.webhook_secret)
+                                         .where(Channel.id == row.channel_id)).first()
+            if channel is not None:
+                secret = channel.webhook_secret
+                if channel.webhook_url and channel.webhook_url != url:
+                    url = row.url = channel.webhook_url
+        return _Attempt(row.id, row.tenant_id, row.ordering_key, row.delivery_uid, url,
+                        row.body.encode("utf-8"), secret or None)
+
+    # -- 2: the call, with no transaction open --
+
+    def _send(self, attempt: _Attempt) -> Outcome:
+        call = attempt.call
+        try:
+            if call is not None:
+                response = self.outbound.request(call.method, call.url, headers=call.headers, body=call.body,
+                                                 timeout_s=self.timeout_s)
+                return self.channel_calls.judge(call, response)
+            headers = delivery.request_headers(attempt.uid, attempt.body, attempt.secret)
+            response = self.outbound.request("POST", attempt.url, headers=headers, body=attempt.body,
+                                             timeout_s=self.timeout_s)
+        except OutboundRefusedError as exc:
+            return Outcome(DEAD, error=exc.message)
+        except OutboundError as exc:
+            return Outcome(RETRY, error=exc.message)
+        if response.ok:
+            return Outcome(SENT, status=response.status)
+        return Outcome(RETRY, status=response.status, error=f"The receiver answered {response.status}.",
+                       retry_after_s=response.retry_after_s())
+
+    # -- 3: record the outcome --
+
+    def _record(self, job: jobs.ClaimedJob, worker_id: str, attempt: _Attempt, outcome: Outcome) -> None:
+        delivery.lock_key(attempt.ordering_key)
+        row = db.session.execute(select(Delivery).where(Delivery.id == attempt.delivery_id)
+                                 .execution_options(populate_existing=True)).scalar_one_or_none()
+        if row is None:
+            self._finish(job, worker_id)
+            return
+        self._record_now(job, worker_id, row, outcome)
+
+    def _record_now(self, job: jobs.ClaimedJob, worker_id: str, row: Delivery, outcome: Outcome) -> None:
+        """Record ``outcome`` on the locked ``row`` and commit (or roll back when the lease was lost)."""
+        now = utcnow()
+        row.last_status = outcome.status
+        if self.channel_calls is not None and self.channel_calls.handles(row.url):
+            self.channel_calls.recorded(row, outcome)
+        if outcome.result == SENT:
+            row.status, row.sent_at, row.last_error, row.next_attempt_at = SENT, now, None, None
+            row.external_id = outcome.external_id
+            # Even with the lease lost (we overran it) the receiver has it: sent stays true.
+            jobs.finish(job, worker_id)
+            delivery.wake_head(row.tenant_id, row.ordering_key, now)
+            db.session.commit()
+            return
+        error = outcome.error
+        if outcome.result in (RETRY, WAIT):
+            since, base = delivery.round_of(job.payload, row.created_at)
+            if outcome.result == WAIT:
+                # The receiver asked to wait (a rate limit): this attempt does not move the schedule on.
+                next_at, payload = self.schedule.wait_until(now, since, outcome.retry_after_s or 0.0), \
+                    {**job.payload, "since": since.isoformat(), "base": base + 1}
+            else:
+                next_at, payload = self.schedule.next_attempt(row.attempts - base, now, since,
+                                                              outcome.retry_after_s), None
+            if next_at is not None:
+                if not delivery.put_back(job, worker_id, next_at, payload):
+                    db.session.rollback()  # lease lost: the worker that took the job over records
+                    return
+                row.last_error, row.next_attempt_at = error, next_at
+                db.session.commit()
+                return
+            error = f"{error} Gave up after {row.attempts - base} attempts."
+        if not self._die(job, worker_id, row, error):
+            db.session.rollback()
+            return
+        log.warning("delivery %s (%s) is dead: %s", row.id, row.delivery_uid, error)
+        db.session.commit()
+
+    def _die(self, job: jobs.ClaimedJob, worker_id: str, row: Delivery, error: str | None) -> bool:
+        if not delivery.put_back(job, worker_id, HELD):
+            return False
+        row.status, row.last_error, row.next_attempt_at = DEAD, error, None
+        delivery.wake_head(row.tenant_id, row.ordering_key, utcnow())  # a dead delivery stops blocking
+        return True
+
+    @staticmethod
+    def _finish(job: jobs.ClaimedJob, worker_id: str) -> None:
+        jobs.finish(job, worker_id)
+        db.session.commit()
+        return None
