@@ -29,6 +29,7 @@ from SpiffWorkflow.bpmn.specs.event_definitions.simple import NoneEventDefinitio
 from SpiffWorkflow.bpmn.specs.event_definitions.timer import (
     CycleTimerEventDefinition, DurationTimerEventDefinition, TimeDateEventDefinition)
 from SpiffWorkflow.bpmn.specs.control import StartEventJoin, StartEventSplit
+from SpiffWorkflow.bpmn.specs.mixins.subworkflow_task import SubWorkflowTask as SubWorkflowTaskMixin
 from SpiffWorkflow.spiff.parser.event_parsers import (
     SpiffBoundaryEventParser, SpiffEndEventParser, SpiffIntermediateCatchEventParser,
     SpiffIntermediateThrowEventParser, SpiffReceiveTaskParser, SpiffStartEventParser)
@@ -283,6 +284,18 @@ class BatonBpmnParser(SpiffBpmnParser):
     """SpiffBpmnParser with Baton's profile; validation (``bpmn.checks``) runs before it."""
 
     PROCESS_PARSER_CLASS = BatonProcessParser
+
+    def get_subprocess_specs(self, name, specs=None, require_call_activity_specs=True):
+        """SpiffWorkflow's, passing ``require_call_activity_specs`` down when it recurses (3.2 drops
+        it, so a callActivity inside an embedded subProcess was refused although deployed)."""
+        used = specs if specs is not None else {}
+        for task_spec in self.get_spec(name).task_specs.values():
+            if isinstance(task_spec, SubWorkflowTaskMixin) and task_spec.spec not in used:
+                subprocess_spec = self.get_spec(task_spec.spec, required=require_call_activity_specs)
+                used[task_spec.spec] = subprocess_spec
+                if subprocess_spec is not None:
+                    self.get_subprocess_specs(task_spec.spec, used, require_call_activity_specs)
+        return used
 
     # A copy: the parent's dict is shared by every SpiffBpmnParser in the process.
     OVERRIDE_PARSER_CLASSES = {
