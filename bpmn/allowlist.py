@@ -107,8 +107,10 @@ TRIGGERS = {"webhook": False, "webchat": True, "telegram": True, "whatsapp": Tru
 SCRIPT_FORMATS = frozenset({"python", "python3", "py", "text/python", "text/x-python",
                             "application/x-python"})
 
-# conditionExpression ``language`` values taken to mean Python.
-EXPRESSION_LANGUAGES = SCRIPT_FORMATS
+# conditionExpression ``language`` values Baton reads: Python, or JUEL/FEEL translated into Python
+# at deploy (``bpmn.expressions``; the text's ${...} or leading = says which).
+EXPRESSION_LANGUAGES = SCRIPT_FORMATS | {"juel", "feel", "http://www.omg.org/spec/feel/20140401",
+                                         "https://www.omg.org/spec/dmn/20191111/feel/"}
 
 # Caps checked at deploy on literal values (the engine caps at runtime too).
 MAX_LOOP_CARDINALITY = 1000   # loopCardinality and loopMaximum

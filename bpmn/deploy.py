@@ -16,7 +16,8 @@ from SpiffWorkflow.exceptions import SpiffWorkflowException
 from bpmn import checks, profile
 from bpmn.allowlist import STRIPPED_BEFORE_SPIFF
 from bpmn.checks.elements import bpmn_children, containers, content, event_definition
-from bpmn.checks.loops import camunda
+from bpmn.checks.loops import camunda, collection_variable
+from bpmn.expressions import translate
 from bpmn.hardened_xml import read_bpmn_xml
 from bpmn.issues import Issues, local_name
 from bpmn.parser import BatonBpmnParser, is_top_level_timer_start, message_name
@@ -111,6 +112,7 @@ def _spiff_parse(root: etree._Element, process: etree._Element, issues: Issues):
     """SpiffWorkflow's specs of ``process``, or None with its complaint added to ``issues``."""
     _strip_for_spiff(root)
     _spell_camunda_collections(root)
+    _translate_expressions(root)
     parser = BatonBpmnParser()
     try:
         parser.add_bpmn_xml(root)
@@ -139,12 +141,29 @@ def _spell_camunda_collections(root: etree._Element) -> None:
     loopDataInputRef/inputDataItem elements SpiffWorkflow reads (checks have validated them)."""
     bpmn = f"{{{profile.BPMN_NS}}}"
     for loop in root.iter(f"{bpmn}multiInstanceLoopCharacteristics"):
-        collection = (loop.get(camunda("collection")) or "").strip()
+        collection = collection_variable((loop.get(camunda("collection")) or "").strip())
         if collection and loop.find(f"{bpmn}loopDataInputRef") is None:
             etree.SubElement(loop, f"{bpmn}loopDataInputRef").text = collection
         element_variable = (loop.get(camunda("elementVariable")) or "").strip()
         if element_variable and loop.find(f"{bpmn}inputDataItem") is None:
             etree.SubElement(loop, f"{bpmn}inputDataItem", id=element_variable)
+
+
+# Elements whose text is a condition or expression SpiffWorkflow evaluates (timers are read by
+# bpmn.timers): a JUEL or FEEL text is replaced by its Python translation, which the checks accepted.
+_EXPRESSION_TAGS = ("conditionExpression", "loopCondition", "completionCondition", "loopCardinality")
+
+
+def _translate_expressions(root: etree._Element) -> None:
+    for tag in _EXPRESSION_TAGS:
+        for node in root.iter(f"{{{profile.BPMN_NS}}}{tag}"):
+            translation = translate(node.text or "")
+            if translation.dialect is not None and translation.python is not None:
+                node.text = translation.python
+                node.attrib.pop("language", None)
+    for tag in ("loopDataInputRef", "loopDataOutputRef"):
+        for node in root.iter(f"{{{profile.BPMN_NS}}}{tag}"):
+            node.text = collection_variable((node.text or "").strip()) or node.text
 
 
 def start_events_of(process: etree._Element) -> list[StartEventInfo]:

@@ -19,6 +19,7 @@ from lxml import etree
 from SpiffWorkflow.bpmn.specs.event_definitions.timer import TimerEventDefinition
 
 from bpmn.allowlist import MAX_TIMER_CYCLES
+from bpmn.expressions import translate
 from bpmn.issues import local_name
 from bpmn.profile import BPMN_NS
 from engine.sandbox import check_expression
@@ -71,10 +72,13 @@ def _normalize(kind: str, text: str) -> tuple[str | None, str | None]:
     example = _EXAMPLES[kind]
     if not text:
         return None, f"{kind} is empty; write an ISO 8601 value such as {example}."
-    if text.startswith(("${", "#{")) or text.startswith("="):
-        dialect = "FEEL" if text.startswith("=") else "JUEL"
-        return None, (f"{kind} '{_shorten(text)}' is a {dialect} expression; write an ISO 8601 value such "
-                      f"as {example}, or a Python expression that computes one.")
+    translation = translate(text)
+    if translation.problem is not None:
+        return None, (f"{kind} '{_shorten(text)}' cannot be translated from {translation.dialect}: "
+                      f"{translation.problem}; write an ISO 8601 value such as {example}, or a Python "
+                      "expression that computes one.")
+    if translation.dialect is not None:  # JUEL ${delay} or FEEL = "PT5M": read as the Python it means
+        text = translation.python
     if _LITERAL[kind].match(text):  # bare, as Camunda Modeler users write it
         problem = validate_literal(kind, text)
         return (None, problem) if problem else (json.dumps(text), None)

@@ -14,6 +14,7 @@ from lxml import etree
 from bpmn.allowlist import LOOPS, MAX_LOOP_CARDINALITY
 from bpmn.checks.code import check_python_expression
 from bpmn.checks.elements import bpmn_children, child_named, content, is_event_subprocess
+from bpmn.expressions import translate
 from bpmn.issues import Issues, local_name
 from bpmn.profile import CAMUNDA_NS
 
@@ -115,8 +116,18 @@ def _check_count(element, node, what: str, raw: str, issues: Issues) -> None:
 
 
 def _check_variable(element, what: str, name: str, node, issues: Issues) -> None:
-    if name.startswith(("${", "#{")):
-        issues.add(element, f"{what} '{name}' is a JUEL expression; write the variable's name, such as items.",
-                   at=node)
+    if name.startswith(("${", "#{", "=")):
+        variable = collection_variable(name)
+        if variable is None:
+            issues.add(element, f"{what} '{name}' must name one variable, such as ${{items}} or items; "
+                                "a computed collection is not supported (compute it in a scriptTask first).",
+                       at=node)
     elif not name.isidentifier() or name.startswith("__"):
         issues.add(element, f"{what} '{name}' must be a variable name, such as items.", at=node)
+
+
+def collection_variable(text: str) -> str | None:
+    """The variable a collection names: ``items``, JUEL ``${items}`` or FEEL ``= items``; else None."""
+    translation = translate(text)
+    python = translation.python
+    return python if python is not None and python.isidentifier() and not python.startswith("__") else None

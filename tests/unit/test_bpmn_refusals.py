@@ -32,7 +32,8 @@ def test_timers_that_cannot_run_or_repeat_without_end_are_refused():
         ("forever", 8, "timeCycle 'R/PT1H' repeats forever"),
         ("too_often", 11, "repeats 5000 times; it must be 1 to 1000"),
         ("computed_cycle", 14, "must be a literal R<n>/<duration>"),
-        ("juel", 20, "timeDuration '${delay}' is a JUEL expression"),
+        ("juel", 20, "timeDuration '${dateTime().plusMinutes(5)}' cannot be translated from JUEL: the function "
+                     "call dateTime(...) at position 3"),
         ("typo", 24, "timeDuration 'PT5X' is not an ISO 8601 duration"),
         ("wrong_kind", 28, "timeDate 'PT5M' is written like a timeDuration"),
         ("empty", 32, "has no timeDate, timeDuration or timeCycle"),
@@ -74,11 +75,12 @@ def test_loops_without_a_bound_or_with_foreign_expressions_are_refused():
     assert_refusals(refusal(fixture("cov_refused_loops")), [
         ("too_many", 11, "loopCardinality 1001 is more than the 1000 repetitions Baton allows."),
         ("over_nothing", 16, "needs a loopCardinality or a collection"),
-        ("juel_collection", 20, "camunda:collection '${items}' is a JUEL expression"),
+        ("juel_collection", 20, "camunda:collection '${order.items}' must name one variable"),
         ("half_output", 24, "needs loopDataOutputRef and outputDataItem together"),
         ("endless", 32, "needs a loopCondition or a loopMaximum"),
         ("juel_condition", 36, "loopMaximum 5000 is more than the 1000 repetitions"),
-        ("juel_condition", 37, "loopCondition '${tries < 3}' is a JUEL expression"),
+        ("juel_condition", 37, "loopCondition '${tries.size() < 3}' cannot be translated from JUEL: the method "
+                            "call size(...)"),
         ("bad_completion", 44, "completionCondition 'done ==' cannot run: invalid syntax"),
         ("wait_each", 49, "receiveTask with multiInstanceLoopCharacteristics is not supported yet."),
     ])
