@@ -13,7 +13,11 @@ from __future__ import annotations
 
 _COMMON = frozenset({"documentation", "extensionElements", "incoming", "outgoing"})
 LOOPS = frozenset({"standardLoopCharacteristics", "multiInstanceLoopCharacteristics"})
-_ACTIVITY = _COMMON | LOOPS  # the activities a loop may repeat
+# Data an activity declares: ``ioSpecification`` runs as SpiffWorkflow runs it (the data inputs must
+# exist and are all the activity sees; its data outputs are all it passes on), ``property`` (Camunda
+# Modeler's __targetRef_placeholder for data associations) is ignored.
+DATA_DECLARATIONS = frozenset({"ioSpecification", "property"})
+_ACTIVITY = _COMMON | LOOPS | DATA_DECLARATIONS  # the activities a loop may repeat
 
 # Executable elements of a process -> the child elements each may carry. A child not listed
 # refuses its parent: "task with ioSpecification is not supported yet".
@@ -22,17 +26,20 @@ FLOW_ELEMENTS: dict[str, frozenset[str]] = {
     # start of an event subprocess only. See TRIGGERS for the profile's start triggers.
     "startEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
                              "escalationEventDefinition"},
-    "endEvent": _COMMON | {"terminateEventDefinition", "errorEventDefinition",
-                           "escalationEventDefinition"},
+    # A message end or throw event throws its message by name with the thrower's variables;
+    # SpiffWorkflow hands one nothing in the instance catches to the engine (workflow.get_events()).
+    "endEvent": _COMMON | {"terminateEventDefinition", "errorEventDefinition", "escalationEventDefinition",
+                           "messageEventDefinition"},
     "intermediateCatchEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition"},
-    "intermediateThrowEvent": _COMMON | {"escalationEventDefinition"},  # none or escalation
+    "intermediateThrowEvent": _COMMON | {"escalationEventDefinition", "messageEventDefinition"},
     "boundaryEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
                                 "escalationEventDefinition"},
     "task": _ACTIVITY,
     "scriptTask": _ACTIVITY | {"script"},                    # Python, see SCRIPT_FORMATS
     "userTask": _ACTIVITY,
     "manualTask": _ACTIVITY,
-    "serviceTask": _ACTIVITY,                                # only with an ENABLED_OPERATORS operator
+    "serviceTask": _ACTIVITY,                                # an operator, else an external task
+    "sendTask": _ACTIVITY,                                   # a messageRef, else an external task
     "receiveTask": _COMMON,                                  # with a messageRef
     "callActivity": _ACTIVITY,                               # calledElement: another definition's code
     "subProcess": _ACTIVITY,                                 # embedded, or an event subprocess
@@ -42,6 +49,9 @@ FLOW_ELEMENTS: dict[str, frozenset[str]] = {
     "eventBasedGateway": _COMMON,
     "sequenceFlow": frozenset({"documentation", "extensionElements", "conditionExpression"}),
 }
+
+# Children of <process> itself that are not flow content (a process's data inputs and outputs).
+PROCESS_DECLARATIONS = DATA_DECLARATIONS
 
 # Elements whose children are a process of their own, checked like the top-level process.
 CONTAINERS = frozenset({"subProcess"})

@@ -6,7 +6,7 @@ Spec classes, each registered with the serializer (``bpmn.serializer``):
   payload unless the model names a ``spiffworkflow:messageVariable``; Baton's merges a dict payload
   into the catching task's data, so ``process.message {variables}`` reaches the process however
   the message is caught (catch event, receive task, boundary event, event subprocess start,
-  event-based gateway).
+  event-based gateway). Thrown (end and throw events, send tasks), it carries the thrower's variables.
 * ``ErrorDefinition`` and ``EscalationDefinition``: thrown with the thrower's variables, and only
   to the scopes around the thrower (SpiffWorkflow's spiff classes throw no data unless the model
   has a payload expression, and to every waiting catcher of the instance), so the path that
@@ -46,6 +46,16 @@ class MessageDefinition(MessageEventDefinition):
         payload = my_task.internal_data.pop(self.name, None)
         if isinstance(payload, dict):
             my_task.set_data(**payload)
+
+    def throw(self, my_task):
+        """A message end/throw event or send task: the thrower's variables travel with it (SpiffArena's
+        messagePayload expression, when given, instead). A catcher in the same instance gets it;
+        otherwise SpiffWorkflow keeps it for the engine, which reads ``workflow.get_events()``."""
+        if self.expression is not None:
+            payload = my_task.workflow.script_engine.evaluate(my_task, self.expression)
+        else:
+            payload = deepcopy(my_task.data)
+        my_task.workflow.top_workflow.catch(BpmnEvent(self, payload=payload))
 
 
 class _CarriesVariables:

@@ -10,7 +10,8 @@ Spec classes are SpiffWorkflow's own, except those of ``bpmn.events``, ``bpmn.sc
   ``extensions['timer']``: the engine schedules new instances, so the instance must not wait again;
 * error and escalation start events are read (Spiff reads them as none start events), and event
   subprocesses are recognised and wired from the start of their scope (``bpmn.scopes``);
-* operator service tasks are ``manual``, so ``do_engine_steps`` leaves them to the engine.
+* operator service tasks are ``manual``, so ``do_engine_steps`` leaves them to the engine; service
+  and send tasks without an operator (or message) are external tasks (``bpmn.external``).
 """
 from __future__ import annotations
 
@@ -32,15 +33,16 @@ from SpiffWorkflow.bpmn.specs.control import StartEventJoin, StartEventSplit
 from SpiffWorkflow.bpmn.specs.mixins.subworkflow_task import SubWorkflowTask as SubWorkflowTaskMixin
 from SpiffWorkflow.spiff.parser.event_parsers import (
     SpiffBoundaryEventParser, SpiffEndEventParser, SpiffIntermediateCatchEventParser,
-    SpiffIntermediateThrowEventParser, SpiffReceiveTaskParser, SpiffStartEventParser)
+    SpiffIntermediateThrowEventParser, SpiffReceiveTaskParser, SpiffSendTaskParser, SpiffStartEventParser)
 from SpiffWorkflow.spiff.parser.process import SpiffBpmnParser, SpiffProcessParser
 from SpiffWorkflow.spiff.parser.task_spec import (
     CallActivityParser, ScriptTaskParser, SpiffTaskParser, SubWorkflowParser, UserTaskParser)
 from SpiffWorkflow.spiff.specs.defaults import (
-    CallActivity, ManualTask, NoneTask, ReceiveTask, ScriptTask, SubWorkflowTask, UserTask)
+    CallActivity, ManualTask, NoneTask, ReceiveTask, ScriptTask, SendTask, SubWorkflowTask, UserTask)
 
 from bpmn import profile
 from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition
+from bpmn.external import ExternalTask, topic_of
 from bpmn.loops import ParallelInstances, SequentialInstances
 from bpmn.operators import OperatorTask
 from bpmn.scopes import EventSubprocessStart, InterruptingStartEvent, ScopeEndJoin, connect_event_subprocess
@@ -159,16 +161,19 @@ class BatonScriptTaskParser(ProfileMixin, ScriptTaskParser):
 
 
 class OperatorTaskParser(ProfileMixin, SpiffTaskParser):
-    """A serviceTask of Baton's profile: the ``operator`` property names what the engine does.
+    """A serviceTask: an ``OperatorTask`` when its ``operator`` property names what the engine does,
+    else an ``ExternalTask`` that waits for a worker (``bpmn.external``).
 
-    It becomes an ``OperatorTask`` (``bpmn.operators``) with no parameters: the operator's
-    settings are templates, not Python expressions, and stay in ``extensions['properties']`` for
-    the engine to render; ``extensions['operator']`` names it. It is ``manual``: SpiffWorkflow's
-    ``do_engine_steps`` leaves it READY and the engine runs the operator itself, then runs the task.
+    An operator's settings are templates, not Python expressions: the task has no parameters, they
+    stay in ``extensions['properties']`` for the engine to render, and ``extensions['operator']``
+    names it. It is ``manual``: ``do_engine_steps`` leaves it READY and the engine runs the operator
+    itself, then runs the task. An external task's topic is in ``extensions['external']``.
     """
 
     def create_task(self):
         properties = profile.read_properties(self.node)
+        if not properties.get("operator"):
+            return create_external_task(self)
         return self.spec_class(
             self.spec, self.bpmn_id,
             operation_name=properties.get("operator", ""),
@@ -179,7 +184,31 @@ class OperatorTaskParser(ProfileMixin, SpiffTaskParser):
 
     def parse_extensions(self, node=None):
         extensions = super().parse_extensions(node)
-        extensions["operator"] = extensions["properties"].get("operator", "")
+        if node is None and not extensions["properties"].get("operator"):
+            extensions["external"] = topic_of(self.node)
+        else:
+            extensions["operator"] = extensions["properties"].get("operator", "")
+        return extensions
+
+
+def create_external_task(parser) -> ExternalTask:
+    return ExternalTask(parser.spec, parser.bpmn_id, operation_name=topic_of(parser.node)["topic"],
+                        operation_params={}, result_variable=None, **parser.bpmn_attributes)
+
+
+class BatonSendTaskParser(EventMixin, SpiffSendTaskParser):
+    """A sendTask with a messageRef throws that message; one without is a Camunda 7 send task,
+    implemented like a service task (a Java delegate or an external topic): an external task."""
+
+    def create_task(self):
+        if self.node.get("messageRef"):
+            return super().create_task()
+        return create_external_task(self)
+
+    def parse_extensions(self, node=None):
+        extensions = super().parse_extensions(node)
+        if node is None and not self.node.get("messageRef"):
+            extensions["external"] = topic_of(self.node)
         return extensions
 
 
@@ -311,6 +340,7 @@ class BatonBpmnParser(SpiffBpmnParser):
         full_tag("intermediateThrowEvent"): (BatonIntermediateThrowEventParser, IntermediateThrowEvent),
         full_tag("boundaryEvent"): (BatonBoundaryEventParser, BoundaryEvent),
         full_tag("receiveTask"): (BatonReceiveTaskParser, ReceiveTask),
+        full_tag("sendTask"): (BatonSendTaskParser, SendTask),
         full_tag("eventBasedGateway"): (BatonEventBasedGatewayParser, EventBasedGateway),
         full_tag("subProcess"): (BatonSubWorkflowParser, SubWorkflowTask),
         full_tag("callActivity"): (BatonCallActivityParser, CallActivity),

@@ -28,6 +28,7 @@ from SpiffWorkflow.spiff.serializer.event_definition import (
 from SpiffWorkflow.spiff.serializer.task_spec import ServiceTaskConverter, SpiffMultiInstanceConverter
 
 from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition
+from bpmn.external import ExternalTask
 from bpmn.loops import ParallelInstances, SequentialInstances
 from bpmn.operators import OperatorTask
 from bpmn.scopes import EventSubprocessStart, InterruptingStartEvent, ScopeEndJoin
@@ -36,14 +37,15 @@ from engine.errors import BatonError
 VERSION_KEY = BpmnWorkflowSerializer.VERSION_KEY
 
 # SpiffWorkflow's spiff configuration plus Baton's spec classes (bpmn.events, .scopes, .loops,
-# .operators).
+# .operators, .external).
 BATON_CONFIG = {**SPIFF_CONFIG, MessageDefinition: MessageEventDefinitionConverter,
                 ErrorDefinition: ErrorEscalationEventDefinitionConverter,
                 EscalationDefinition: ErrorEscalationEventDefinitionConverter,
                 EventSubprocessStart: EventConverter, InterruptingStartEvent: EventConverter,
                 ScopeEndJoin: BpmnTaskSpecConverter,
                 SequentialInstances: SpiffMultiInstanceConverter,
-                ParallelInstances: SpiffMultiInstanceConverter, OperatorTask: ServiceTaskConverter}
+                ParallelInstances: SpiffMultiInstanceConverter, OperatorTask: ServiceTaskConverter,
+                ExternalTask: ServiceTaskConverter}
 
 
 class DataRegistry(DefaultRegistry):

@@ -51,8 +51,9 @@ def check_code(container: etree._Element, issues: Issues) -> None:
 def _check_script_task(task: etree._Element, issues: Issues) -> None:
     script_format = (task.get("scriptFormat") or "python").strip().lower()
     if script_format not in SCRIPT_FORMATS:
-        issues.add(task, f"scriptTask scriptFormat '{task.get('scriptFormat')}' is not supported; "
-                         "scripts are Python.")
+        issues.add(task, f"scriptTask scriptFormat '{task.get('scriptFormat')}' is not supported; scripts are "
+                         "Python: rewrite it in Python (Baton runs it in its sandbox), or make the element a "
+                         "serviceTask that an external worker completes.")
         return
     scripts = [child for child in bpmn_children(task) if local_name(child) == "script"]
     if not scripts or clean_script(scripts[0].text) is None:

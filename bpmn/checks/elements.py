@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from lxml import etree
 
-from bpmn.allowlist import (BPMN_FLOW_CONTENT, CONTAINERS, DECORATION, FLOW_ELEMENTS,
+from bpmn.allowlist import (BPMN_FLOW_CONTENT, CONTAINERS, DECORATION, FLOW_ELEMENTS, PROCESS_DECLARATIONS,
                             ROOT_DECLARATIONS, child_refusal, element_refusal)
 from bpmn.issues import Issues, local_name
 from bpmn.profile import BPMN_NS
@@ -85,9 +85,12 @@ def check_definitions(root: etree._Element, issues: Issues) -> None:
 
 
 def check_elements(container: etree._Element, issues: Issues) -> None:
+    nested = is_container(container)
     for child in content(container):
         tag = local_name(child)
-        if tag in DECORATION:
+        if tag == "ioSpecification" and not nested:
+            check_io_specification(container, child, issues)
+        if tag in DECORATION or (not nested and tag in PROCESS_DECLARATIONS):
             continue
         if tag in FLOW_ELEMENTS:
             _check_flow_element(child, tag, issues)
@@ -107,8 +110,21 @@ def _check_flow_element(element: etree._Element, tag: str, issues: Issues) -> No
             continue  # the subProcess's own content: checked in its own pass
         if child_tag not in allowed and child_tag not in DECORATION:
             issues.add(element, child_refusal(tag, child_tag), at=child)
+        elif child_tag == "ioSpecification":
+            check_io_specification(element, child, issues)
     if element.get("isForCompensation") == "true":
         issues.add(element, child_refusal(tag, "isForCompensation"))
     if len(event_definitions(element)) > 1:
         names = " and ".join(event_definitions(element))
         issues.add(element, f"{tag} with {names} (a multiple event) is not supported yet.")
+
+
+def check_io_specification(owner: etree._Element, spec: etree._Element, issues: Issues) -> None:
+    """SpiffWorkflow reads each dataInput/dataOutput as the variable named by its id: the ids must be
+    names a script or condition can use."""
+    for data in spec.iter(f"{{{BPMN_NS}}}dataInput", f"{{{BPMN_NS}}}dataOutput"):
+        data_id = data.get("id") or ""
+        if not data_id.isidentifier() or data_id.startswith("__"):
+            issues.add(owner, f"{local_name(owner)} ioSpecification {local_name(data)} '{data_id}' must have a "
+                              "variable name as its id (SpiffWorkflow reads the variable of that name), such "
+                              "as order_total.", at=data)

@@ -22,6 +22,8 @@ ACTIVITIES = frozenset({"task", "scriptTask", "userTask", "manualTask", "service
 _SUBPROCESS_LIKE = ("subProcess", "callActivity")
 _EVENT_SUBPROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
                             "escalationEventDefinition")
+_THROWERS = ("endEvent", "intermediateThrowEvent")
+_PROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition")
 _UPSTREAM_TIMER_BUG = ("SpiffWorkflow 3.2 keeps one due time per gateway, so two timers after one "
                        "eventBasedGateway fire at the wrong time (an upstream bug)")
 _REFERENCES = {"messageEventDefinition": ("messageRef", "message", True),
@@ -35,11 +37,11 @@ def check_events(container: etree._Element, issues: Issues) -> None:
     for element in content(container):
         tag = local_name(element)
         definition = event_definition(element)
-        # Definitions refused where they stand (a message end event, a message start event of the
-        # process) already have their sentence; their references and timers are not looked at.
+        # Definitions refused where they stand (an error start event of the process) already have
+        # their sentence; their references and timers are not looked at.
         if definition is not None and local_name(definition) in FLOW_ELEMENTS.get(tag, ()) \
                 and not (tag == "startEvent" and not is_container(container)
-                         and local_name(definition) != "timerEventDefinition"):
+                         and local_name(definition) not in _PROCESS_STARTS):
             _check_reference(element, definition, declared, issues)
             if local_name(definition) == "timerEventDefinition":
                 _check_timer(element, definition, container, issues)
@@ -78,8 +80,9 @@ def _check_reference(element, definition, declared, issues: Issues) -> None:
     tag = local_name(element)
     if not ref:
         if required:
+            what = "throws" if tag in _THROWERS else "waits for"
             issues.add(element, f"{tag} {local_name(definition)} needs a {attribute} naming a bpmn:{kind} "
-                                "(its name is what process.message delivers).", at=definition)
+                                f"(its name is what the event {what}).", at=definition)
     elif ref not in declared[kind]:
         issues.add(element, f"{tag} {attribute} '{ref}' names no bpmn:{kind} of this file.", at=definition)
 
@@ -100,15 +103,12 @@ def _check_start_event(element, definition, container, issues: Issues) -> None:
     kind = local_name(definition) if definition is not None else None
     trigger = profile.read_properties(element).get("trigger")
     if not is_container(container):  # the process
-        if kind == "messageEventDefinition":
-            issues.add(element, "A message start event of the process is not supported; give a none "
-                                "start event the property trigger = webhook, or wait for the message "
-                                "inside the process (process.message reaches a waiting instance).")
-        elif kind in ("errorEventDefinition", "escalationEventDefinition"):
+        if kind in ("errorEventDefinition", "escalationEventDefinition"):
             issues.add(element, f"A start event with {kind} can only start an event subProcess "
                                 '(a subProcess with triggeredByEvent="true").')
-        elif kind == "timerEventDefinition" and trigger:
-            issues.add(element, "A timer start event starts the process by its timer; remove its "
+        elif kind in _PROCESS_STARTS and trigger:
+            what = "timer" if kind == "timerEventDefinition" else "message"
+            issues.add(element, f"A {what} start event starts the process by its {what}; remove its "
                                 f"'trigger' property ({trigger}).")
         return
     if trigger:

@@ -1,0 +1,58 @@
+"""The checked tree rewritten into what SpiffWorkflow 3.2 reads, just before its parser sees it.
+
+Data associations, data stores and correlation declarations go (Baton gives them no meaning that
+Spiff would act on); Camunda Modeler's multi-instance attributes become the BPMN elements Spiff
+reads; JUEL and FEEL conditions and loop expressions become their Python translation (the checks
+have already refused any that cannot be translated).
+"""
+from __future__ import annotations
+
+from lxml import etree
+
+from bpmn import profile
+from bpmn.allowlist import STRIPPED_BEFORE_SPIFF
+from bpmn.checks.loops import camunda, collection_variable
+from bpmn.expressions import translate
+from bpmn.issues import local_name
+
+_BPMN = f"{{{profile.BPMN_NS}}}"
+# Elements whose text is a condition or expression SpiffWorkflow evaluates (timers are read by
+# bpmn.timers itself).
+_EXPRESSION_TAGS = ("conditionExpression", "loopCondition", "completionCondition", "loopCardinality")
+
+
+def prepare_for_spiff(root: etree._Element) -> None:
+    _strip(root)
+    _spell_camunda_collections(root)
+    _translate_expressions(root)
+
+
+def _strip(root: etree._Element) -> None:
+    doomed = [el for el in root.iter() if isinstance(el.tag, str)
+              and etree.QName(el).namespace == profile.BPMN_NS and local_name(el) in STRIPPED_BEFORE_SPIFF]
+    for element in doomed:
+        element.getparent().remove(element)
+
+
+def _spell_camunda_collections(root: etree._Element) -> None:
+    """Camunda Modeler's multi-instance "Collection"/"Element variable" attributes, written as the
+    loopDataInputRef/inputDataItem elements SpiffWorkflow reads (checks have validated them)."""
+    for loop in root.iter(f"{_BPMN}multiInstanceLoopCharacteristics"):
+        collection = collection_variable((loop.get(camunda("collection")) or "").strip())
+        if collection and loop.find(f"{_BPMN}loopDataInputRef") is None:
+            etree.SubElement(loop, f"{_BPMN}loopDataInputRef").text = collection
+        element_variable = (loop.get(camunda("elementVariable")) or "").strip()
+        if element_variable and loop.find(f"{_BPMN}inputDataItem") is None:
+            etree.SubElement(loop, f"{_BPMN}inputDataItem", id=element_variable)
+
+
+def _translate_expressions(root: etree._Element) -> None:
+    for tag in _EXPRESSION_TAGS:
+        for node in root.iter(f"{_BPMN}{tag}"):
+            translation = translate(node.text or "")
+            if translation.dialect is not None and translation.python is not None:
+                node.text = translation.python
+                node.attrib.pop("language", None)
+    for tag in ("loopDataInputRef", "loopDataOutputRef"):
+        for node in root.iter(f"{_BPMN}{tag}"):
+            node.text = collection_variable((node.text or "").strip()) or node.text
