@@ -90,7 +90,9 @@ ROOT_DECLARATIONS = frozenset({
 # Elements removed from the tree before SpiffWorkflow parses it, because Spiff would give them
 # meaning that Baton does not (it would try to move data objects, insist on a store class, or
 # refuse a correlation property without retrieval expressions that Baton ignores anyway).
+# Data objects go with them: SpiffWorkflow would add an empty ``data_objects`` entry to the variables.
 STRIPPED_BEFORE_SPIFF = frozenset({"dataInputAssociation", "dataOutputAssociation", "dataStore",
+                                   "dataObject", "dataObjectReference", "dataStoreReference",
                                    "correlationProperty", "correlationKey", "correlationSubscription"})
 
 # serviceTask ``operator`` values of the profile. Enabling one the engine has learnt to run is

@@ -104,7 +104,7 @@ def _check(root: etree._Element, issues: Issues, collaboration: bool) -> list[et
 def _spiff_parse(root: etree._Element, entries: list[etree._Element], issues: Issues) -> list[ParsedDefinition] | None:
     """SpiffWorkflow's specs of each entry process, or None with its complaint added to ``issues``."""
     summaries = [(process, _summary(process)) for process in entries]  # before the tree is rewritten
-    prepare_for_spiff(root)
+    prepare_for_spiff(root, [called for process in entries for called in checks.called_in_file(process)])
     parser = BatonBpmnParser()
     parsed = []
     try:

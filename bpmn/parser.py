@@ -41,6 +41,7 @@ from SpiffWorkflow.spiff.specs.defaults import (
     CallActivity, ManualTask, NoneTask, ReceiveTask, ScriptTask, SendTask, SubWorkflowTask, UserTask)
 
 from bpmn import profile
+from bpmn.cron import CronCycleDefinition
 from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition
 from bpmn.external import ExternalTask, topic_of
 from bpmn.loops import ParallelInstances, SequentialInstances
@@ -106,7 +107,8 @@ class EventMixin(ProfileMixin):
     def parse_timer_event(self, event):
         timer = read_timer(event)
         name = self.node.get("name", self.node.get("id"))
-        return _TIMER_CLASSES[timer.kind](name, timer.expression, description=self.get_event_description(event))
+        cls = CronCycleDefinition if timer.cron else _TIMER_CLASSES[timer.kind]
+        return cls(name, timer.expression, description=self.get_event_description(event))
 
 
 def _retyped(definition, cls):
@@ -231,7 +233,7 @@ class BatonStartEventParser(EventMixin, SpiffStartEventParser):
         extensions = super().parse_extensions(node)
         if node is None and is_top_level_timer_start(self.node):
             timer = read_timer(self.node.find(f"{{{profile.BPMN_NS}}}timerEventDefinition"))
-            extensions["timer"] = {"kind": timer.kind, "expression": timer.expression}
+            extensions["timer"] = {"kind": "cron" if timer.cron else timer.kind, "expression": timer.expression}
         return extensions
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from uuid import UUID
 
 from SpiffWorkflow.bpmn.serializer import BpmnWorkflowSerializer
+from SpiffWorkflow.bpmn.serializer.default.event_definition import TimerConditionalEventDefinitionConverter
 from SpiffWorkflow.bpmn.serializer.default.task_spec import BpmnTaskSpecConverter, EventConverter
 from SpiffWorkflow.bpmn.serializer.default.workflow import BpmnWorkflowConverter, WorkflowConverter
 from SpiffWorkflow.bpmn.serializer.helpers.encoder import create_encoder
@@ -27,6 +28,7 @@ from SpiffWorkflow.spiff.serializer.event_definition import (
     ErrorEscalationEventDefinitionConverter, MessageEventDefinitionConverter)
 from SpiffWorkflow.spiff.serializer.task_spec import ServiceTaskConverter, SpiffMultiInstanceConverter
 
+from bpmn.cron import CronCycleDefinition
 from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition
 from bpmn.external import ExternalTask
 from bpmn.loops import ParallelInstances, SequentialInstances
@@ -45,7 +47,7 @@ BATON_CONFIG = {**SPIFF_CONFIG, MessageDefinition: MessageEventDefinitionConvert
                 ScopeEndJoin: BpmnTaskSpecConverter,
                 SequentialInstances: SpiffMultiInstanceConverter,
                 ParallelInstances: SpiffMultiInstanceConverter, OperatorTask: ServiceTaskConverter,
-                ExternalTask: ServiceTaskConverter}
+                ExternalTask: ServiceTaskConverter, CronCycleDefinition: TimerConditionalEventDefinitionConverter}
 
 
 class DataRegistry(DefaultRegistry):

@@ -21,7 +21,12 @@ _BPMN = f"{{{profile.BPMN_NS}}}"
 _EXPRESSION_TAGS = ("conditionExpression", "loopCondition", "completionCondition", "loopCardinality")
 
 
-def prepare_for_spiff(root: etree._Element) -> None:
+def prepare_for_spiff(root: etree._Element, called: list[etree._Element]) -> None:
+    """Rewrites ``root`` in place; ``called`` are the processes of the file that entry processes call,
+    which run inside their caller whatever their isExecutable says (Spiff refuses to parse those
+    marked not executable)."""
+    for process in called:
+        process.set("isExecutable", "true")
     _strip(root)
     _spell_camunda_collections(root)
     _translate_expressions(root)

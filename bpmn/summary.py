@@ -73,7 +73,8 @@ def timer_starts_of(process: etree._Element) -> list[TimerStartInfo]:
     for element in bpmn_children(process):
         if local_name(element) == "startEvent" and is_top_level_timer_start(element):
             timer = read_timer(event_definition(element))
-            starts.append(TimerStartInfo(element.get("id"), timer.kind, timer.expression, element.sourceline))
+            kind = "cron" if timer.cron else timer.kind
+            starts.append(TimerStartInfo(element.get("id"), kind, timer.expression, element.sourceline))
     return starts
 
 

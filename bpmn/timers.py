@@ -1,7 +1,8 @@
 """Timer definitions: what a modeler writes, and the Python expression SpiffWorkflow evaluates.
 
 SpiffWorkflow 3.2 evaluates the text of timeDate/timeDuration/timeCycle as a Python expression
-with the script engine, so it wants ``"PT5M"`` with quotes. Camunda Modeler users write
+with the script engine, so it wants ``"PT5M"`` with quotes. Camunda's cron cycles (``0 0 9 * * ?``)
+are read by ``bpmn.cron``; JUEL and FEEL texts are translated (``bpmn.expressions``). Camunda Modeler users write
 ``PT5M``, ``2026-12-01T10:00:00Z`` or ``R3/PT10S`` bare. ``read_timer`` turns either form into one
 ``Timer``: a bare ISO 8601 literal becomes a quoted Python string literal, a Python expression
 stays as written (checked by the sandbox), and literal values are validated with SpiffWorkflow's
@@ -19,6 +20,7 @@ from lxml import etree
 from SpiffWorkflow.bpmn.specs.event_definitions.timer import TimerEventDefinition
 
 from bpmn.allowlist import MAX_TIMER_CYCLES
+from bpmn.cron import Cron, looks_like_cron
 from bpmn.expressions import translate
 from bpmn.issues import local_name
 from bpmn.profile import BPMN_NS
@@ -40,6 +42,7 @@ class Timer:
     expression: str | None     # the Python expression SpiffWorkflow evaluates; None if unusable
     problem: str | None        # one sentence why the timer cannot run, or None
     element: etree._Element | None = None  # the timeDate/... element (for its line)
+    cron: bool = False         # a timeCycle written as a Quartz cron (bpmn.cron)
 
     @property
     def literal(self) -> str | None:
@@ -64,6 +67,13 @@ def read_timer(definition: etree._Element) -> Timer:
                      f"timerEventDefinition has {found} timeDate, timeDuration or timeCycle; give it exactly one.")
     element = specs[0]
     kind, text = local_name(element), (element.text or "").strip()
+    if kind == "timeCycle" and looks_like_cron(text):
+        try:
+            Cron.parse(text)
+        except ValueError as exc:
+            return Timer(kind, text, None, f"timeCycle '{_shorten(text)}' is not a cron expression Baton reads: "
+                                           f"{exc}.", element, cron=True)
+        return Timer(kind, text, json.dumps(text), None, element, cron=True)
     expression, problem = _normalize(kind, text)
     return Timer(kind, text, expression, problem, element)
 

@@ -22,6 +22,7 @@ ACTIVITIES = frozenset({"task", "scriptTask", "userTask", "manualTask", "service
 _SUBPROCESS_LIKE = ("subProcess", "callActivity")
 _EVENT_SUBPROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
                             "escalationEventDefinition")
+_OR_A_WORKER = {"error": " (or what the worker of an external task reports)", "escalation": ""}
 _THROWERS = ("endEvent", "intermediateThrowEvent")
 _PROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition")
 _UPSTREAM_TIMER_BUG = ("SpiffWorkflow 3.2 keeps one due time per gateway, so two timers after one "
@@ -175,10 +176,12 @@ def _check_boundary_event(element, definition, container, issues: Issues) -> Non
     if kind == "errorEventDefinition" and cancel == "false":
         issues.add(element, 'An error boundaryEvent always interrupts its activity; remove cancelActivity="false".')
     if kind in ("errorEventDefinition", "escalationEventDefinition") and target is not None \
-            and local_name(target) not in _SUBPROCESS_LIKE:
+            and local_name(target) not in _SUBPROCESS_LIKE \
+            and not (kind == "errorEventDefinition" and is_external_task(target)):
         what = "error" if kind == "errorEventDefinition" else "escalation"
         issues.add(element, f"An {what} boundaryEvent catches what an {what} end or throw event inside a "
-                            f"subProcess or callActivity throws; '{attached}' is a {local_name(target)}.")
+                            f"subProcess or callActivity throws{_OR_A_WORKER[what]}; '{attached}' is a "
+                            f"{local_name(target)}.")
 
 
 def _check_receive_task(element, declared, issues: Issues) -> None:
@@ -223,3 +226,11 @@ def _check_event_based_gateway(gateway, container, issues: Issues) -> None:
     for extra in timers[1:]:
         issues.add(extra, f"eventBasedGateway '{gateway.get('id')}' already waits for timer "
                           f"'{timers[0].get('id')}'; {_UPSTREAM_TIMER_BUG}. Use one timer.")
+
+
+def is_external_task(element) -> bool:
+    """A service task without an operator, or a send task without a message: a worker completes it."""
+    tag = local_name(element)
+    if tag == "serviceTask":
+        return not profile.read_properties(element).get("operator")
+    return tag == "sendTask" and not element.get("messageRef")

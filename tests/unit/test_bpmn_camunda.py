@@ -110,3 +110,122 @@ def test_a_juel_timer_duration_is_computed_from_the_variables(script_engine):
     workflow = run(xml, script_engine, delay="PT1H")
     [waiting] = [t for t in workflow.get_tasks(state=TaskState.WAITING) if t.task_spec.bpmn_id == "wait"]
     assert waiting.internal_data["event_value"] > "2000"
+
+
+# -- external tasks -------------------------------------------------------------------------------
+
+def one_task(attributes: str, extensions: str = "", tag: str = "serviceTask", boundary: str = "") -> str:
+    return model(f"""
+  <bpmn:startEvent id="start" />
+  <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="work" />
+  <bpmn:{tag} id="work" {attributes}>{extensions}</bpmn:{tag}>
+  <bpmn:sequenceFlow id="f2" sourceRef="work" targetRef="end" />
+  <bpmn:endEvent id="end" />{boundary}""")
+
+
+@pytest.mark.parametrize("attributes, extensions, topic, source", [
+    ('camunda:type="external" camunda:topic="invoiceCreator"', "", "invoiceCreator", "camunda:topic"),
+    ('camunda:class="org.example.SendInvoice"', "", "org.example.SendInvoice", "camunda:class"),
+    ('camunda:delegateExpression="${sendInvoice}"', "", "${sendInvoice}", "camunda:delegateExpression"),
+    ('camunda:expression="#{mailer.send(order)}"', "", "#{mailer.send(order)}", "camunda:expression"),
+    ("", '<bpmn:extensionElements><zeebe:taskDefinition type="payment-service" /></bpmn:extensionElements>',
+     "payment-service", "zeebe:taskDefinition"),
+    ("", "", "work", "id"),
+])
+def test_a_service_task_without_an_operator_is_an_external_task_with_a_topic(attributes, extensions, topic, source):
+    parsed = bpmn.parse_definition(one_task(attributes, extensions))
+    assert parsed.external_topics == [topic]
+    spec = bpmn.load_spec(parsed.spec_json)[0].task_specs["work"]  # stored with the spec
+    assert spec.extensions["external"] == {"topic": topic, "source": source}
+    assert "operator" not in spec.extensions
+
+
+def test_a_send_task_without_a_message_is_an_external_task_too():
+    parsed = bpmn.parse_definition(one_task('camunda:class="org.example.Notify"', tag="sendTask"))
+    assert parsed.external_topics == ["org.example.Notify"]
+
+
+def test_an_external_task_parks_until_its_worker_completes_it(script_engine):
+    xml = one_task('camunda:type="external" camunda:topic="invoiceCreator"')
+    workflow = run(xml, script_engine, order=7)
+    [waiting] = bpmn.waiting_external_tasks(workflow)
+    assert waiting["element_id"] == "work" and waiting["topic"] == "invoiceCreator"
+    workflow = bpmn.workflow_from_json(bpmn.workflow_to_json(workflow), workflow.spec,
+                                       workflow.subprocess_specs, script_engine)  # saved between advances
+    task = workflow.get_task_from_id(__import__("uuid").UUID(waiting["spiff_task_id"]))
+    assert task.state == TaskState.STARTED
+    workflow.do_engine_steps()  # nothing moves without the worker
+    assert task.state == TaskState.STARTED
+    bpmn.complete_external_task(task, {"invoice": "INV-7"})
+    workflow.do_engine_steps()
+    assert workflow.is_completed() and workflow.data == {"order": 7, "invoice": "INV-7"}
+    assert bpmn.waiting_external_tasks(workflow) == []
+
+
+ERROR_BOUNDARY = """
+  <bpmn:boundaryEvent id="failed" attachedToRef="work"><bpmn:errorEventDefinition errorRef="E1" /></bpmn:boundaryEvent>
+  <bpmn:sequenceFlow id="f3" sourceRef="failed" targetRef="handle" />
+  <bpmn:scriptTask id="handle"><bpmn:script>handled = reason</bpmn:script></bpmn:scriptTask>
+  <bpmn:sequenceFlow id="f4" sourceRef="handle" targetRef="end" />"""
+
+
+def test_a_workers_bpmn_error_reaches_the_error_boundary_of_the_external_task(script_engine):
+    xml = one_task('camunda:type="external" camunda:topic="pay"', boundary=ERROR_BOUNDARY).replace(
+        '<bpmn:process id="p"', '<bpmn:error id="E1" errorCode="CARD_DECLINED" /><bpmn:process id="p"')
+    workflow = run(xml, script_engine)
+    [task] = [t for t in workflow.get_tasks(state=TaskState.STARTED) if t.task_spec.bpmn_id == "work"]
+    assert bpmn.throw_bpmn_error(task, "OTHER_CODE") is False
+    assert task.state == TaskState.STARTED  # nothing caught it: nothing changed
+    assert bpmn.throw_bpmn_error(task, "CARD_DECLINED", "declined", {"reason": "expired"}) is True
+    workflow.do_engine_steps()
+    assert workflow.is_completed()
+    assert task.state == TaskState.CANCELLED
+    assert workflow.data["handled"] == "expired"
+
+
+def test_an_external_task_without_a_topic_is_refused():
+    [error] = refusal(one_task('camunda:type="external"'))
+    assert error["element_id"] == "work"
+    assert error["message"] == ('serviceTask with camunda:type="external" needs a camunda:topic: the topic its '
+                                "workers fetch.")
+
+
+@pytest.mark.parametrize("extensions, phrase", [
+    ('<camunda:executionListener class="org.example.Audit" event="start" />',
+     "serviceTask with camunda:executionListener (class org.example.Audit) is not supported: Baton runs no "
+     "listener code"),
+    ("<camunda:connector><camunda:connectorId>http-connector</camunda:connectorId></camunda:connector>",
+     "serviceTask with camunda:connector (http-connector) is not supported: for an HTTP call give it the "
+     "properties operator = http"),
+    ('<camunda:inputOutput><camunda:inputParameter name="a"><camunda:script scriptFormat="groovy">1'
+     "</camunda:script></camunda:inputParameter></camunda:inputOutput>",
+     "serviceTask with camunda:inputOutput with a groovy script is not supported yet"),
+])
+def test_camunda_extensions_that_carry_code_are_refused_saying_what_to_do(extensions, phrase):
+    [error] = refusal(one_task('camunda:class="A"', f"<bpmn:extensionElements>{extensions}</bpmn:extensionElements>"))
+    assert error["element_id"] == "work"
+    assert error["line"] == 6
+    assert phrase in error["message"]
+
+
+def test_groovy_and_javascript_scripts_say_what_to_change():
+    xml = model("""
+  <bpmn:startEvent id="start" />
+  <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="calc" />
+  <bpmn:scriptTask id="calc" scriptFormat="groovy"><bpmn:script>x = 1</bpmn:script></bpmn:scriptTask>
+  <bpmn:sequenceFlow id="f2" sourceRef="calc" targetRef="end" />
+  <bpmn:endEvent id="end" />""")
+    [error] = refusal(xml)
+    assert (error["element_id"], error["line"]) == ("calc", 6)
+    assert error["message"] == ("scriptTask scriptFormat 'groovy' is not supported; scripts are Python: rewrite it "
+                                "in Python (Baton runs it in its sandbox), or make the element a serviceTask "
+                                "that an external worker completes.")
+
+
+def test_call_activity_mappings_that_pass_no_more_than_every_variable_are_accepted():
+    xml = one_task('calledElement="billing"', "<bpmn:extensionElements>"
+                   '<camunda:in source="order" target="order" /><camunda:in businessKey="#{key}" />'
+                   '<camunda:out variables="all" /></bpmn:extensionElements>', tag="callActivity")
+    assert bpmn.parse_definition(xml).called_elements == ["billing"]
+    [error] = refusal(xml.replace('target="order"', 'target="renamed"'))
+    assert "camunda:in variable mappings is not supported yet" in error["message"]
