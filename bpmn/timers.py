@@ -22,6 +22,7 @@ from SpiffWorkflow.bpmn.specs.event_definitions.timer import TimerEventDefinitio
 from bpmn.allowlist import MAX_TIMER_CYCLES
 from bpmn.cron import Cron, looks_like_cron
 from bpmn.expressions import translate
+from bpmn.timedeltas import rewrite_timedelta
 from bpmn.issues import local_name
 from bpmn.profile import BPMN_NS
 from engine.sandbox import check_expression
@@ -89,6 +90,12 @@ def _normalize(kind: str, text: str) -> tuple[str | None, str | None]:
                       "expression that computes one.")
     if translation.dialect is not None:  # JUEL ${delay} or FEEL = "PT5M": read as the Python it means
         text = translation.python
+    try:
+        rewritten = rewrite_timedelta(kind, text)  # SpiffArena's timedelta(minutes=5)
+    except ValueError as exc:
+        return None, f"{kind} '{_shorten(text)}' cannot be read: {exc}."
+    if rewritten is not None:
+        text = rewritten
     if _LITERAL[kind].match(text):  # bare, as Camunda Modeler users write it
         problem = validate_literal(kind, text)
         return (None, problem) if problem else (json.dumps(text), None)

@@ -101,3 +101,54 @@ def test_a_non_interrupting_cron_boundary_fires_each_time_while_its_task_waits(s
     notes = [t for t in workflow.get_tasks() if t.task_spec.bpmn_id == "note" and t.state == TaskState.COMPLETED]
     assert len(notes) >= 2  # fired once per second while the user task waits
     assert not workflow.is_completed()
+
+
+# -- SpiffArena's timedelta(...) ---------------------------------------------------------------------
+
+def catch_with(kind: str, value: str) -> str:
+    return ('<?xml version="1.0" encoding="UTF-8"?><bpmn:definitions '
+            'xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" id="d">\n'
+            '<bpmn:process id="p" isExecutable="true"><bpmn:startEvent id="s" />'
+            '<bpmn:sequenceFlow id="f1" sourceRef="s" targetRef="wait" />\n'
+            f'<bpmn:intermediateCatchEvent id="wait"><bpmn:timerEventDefinition><bpmn:{kind}>{value}</bpmn:{kind}>'
+            '</bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>'
+            '<bpmn:sequenceFlow id="f2" sourceRef="wait" targetRef="e" /><bpmn:endEvent id="e" />'
+            "</bpmn:process></bpmn:definitions>")
+
+
+@pytest.mark.parametrize("value, expression", [
+    ("timedelta(seconds=.25)", '"PT0.25S"'),
+    ("timedelta(hours=1, days=1)", '"PT90000S"'),
+    ("timedelta(1, 30)", '"PT86430S"'),
+    ("timedelta(minutes=delay)", '"PT" + str((delay) * 60) + "S"'),
+])
+def test_a_spiffarena_timedelta_duration_is_stored_as_iso_8601(value, expression):
+    spec = bpmn.parse_definition(catch_with("timeDuration", value)).spec
+    assert spec.task_specs["wait"].event_definition.expression == expression
+
+
+def test_a_computed_timedelta_waits_as_long_as_the_variables_say(script_engine):
+    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(
+        catch_with("timeDuration", "timedelta(minutes=delay)")).spec_json)
+    workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
+    workflow.get_tasks(state=TaskState.READY)[0].data["delay"] = 90
+    workflow.do_engine_steps()
+    [waiting] = [t for t in workflow.get_tasks(state=TaskState.WAITING) if t.task_spec.bpmn_id == "wait"]
+    due = datetime.fromisoformat(waiting.internal_data["event_value"])
+    assert 5390 < (due - datetime.now(timezone.utc)).total_seconds() <= 5400
+
+
+@pytest.mark.parametrize("kind, value, message", [
+    ("timeDuration", "timedelta(fortnights=1)", "timedelta has no parameter 'fortnights'"),
+    ("timeDate", "timedelta(days=1)", "a timedelta is a duration; put it in a timeDuration element"),
+    ("timeDuration", "timedelta(seconds=-5)", "the duration is negative"),
+])
+def test_a_timedelta_that_cannot_be_rewritten_is_refused(kind, value, message):
+    [error] = refusal(catch_with(kind, value))
+    assert error["element_id"] == "wait"
+    assert message in error["message"]
+
+
+def test_a_timedelta_cycle_becomes_an_iso_cycle():
+    from bpmn.timers import _normalize
+    assert _normalize("timeCycle", "(2, timedelta(seconds=0.1))") == ('"R2/PT0.1S"', None)
