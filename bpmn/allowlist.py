@@ -40,6 +40,7 @@ FLOW_ELEMENTS: dict[str, frozenset[str]] = {
     "manualTask": _ACTIVITY,
     "serviceTask": _ACTIVITY,                                # an operator, else an external task
     "sendTask": _ACTIVITY,                                   # a messageRef, else an external task
+    "businessRuleTask": _ACTIVITY,                           # a DMN decision deployed with it, else external
     "receiveTask": _COMMON,                                  # with a messageRef
     "callActivity": _ACTIVITY,                               # calledElement: another definition's code
     "subProcess": _ACTIVITY,                                 # embedded, or an event subprocess

@@ -18,8 +18,10 @@ from SpiffWorkflow.bpmn.specs.bpmn_process_spec import BpmnProcessSpec
 from SpiffWorkflow.exceptions import SpiffWorkflowException
 
 from bpmn import checks
+from bpmn.dmn.reader import read_decisions
+from bpmn.dmn.task import check_business_rule_task
 from bpmn.hardened_xml import read_bpmn_xml
-from bpmn.issues import Issues
+from bpmn.issues import Issues, local_name
 from bpmn.parser import BatonBpmnParser
 from bpmn.serializer import spec_to_json
 from bpmn.specs import all_task_specs
@@ -51,30 +53,34 @@ class ParsedDefinition:
     external_topics: list[str] = field(default_factory=list)  # topics of its external tasks
 
 
-def parse_definition(xml: str | bytes) -> ParsedDefinition:
-    """The deployable definition of a file with one entry process; BpmnValidationError lists every problem."""
-    return _parse(xml, collaboration=False)[0]
+def parse_definition(xml: str | bytes, dmn: list[str | bytes] = ()) -> ParsedDefinition:
+    """The deployable definition of a file with one entry process; BpmnValidationError lists every
+    problem. ``dmn``: the DMN files whose decisions its business rule tasks call."""
+    return _parse(xml, list(dmn), collaboration=False)[0]
 
 
-def parse_definitions(xml: str | bytes) -> list[ParsedDefinition]:
+def parse_definitions(xml: str | bytes, dmn: list[str | bytes] = ()) -> list[ParsedDefinition]:
     """One definition per entry process (the executable pools of a collaboration), in file order.
     The pools' message flows are honoured at run time by message name: a pool's throw reaches the
     instances (and message start events) that wait for that name."""
-    return _parse(xml, collaboration=True)
+    return _parse(xml, list(dmn), collaboration=True)
 
 
-def _parse(xml: str | bytes, *, collaboration: bool) -> list[ParsedDefinition]:
+def _parse(xml: str | bytes, dmn: list[str | bytes], *, collaboration: bool) -> list[ParsedDefinition]:
     tree = read_bpmn_xml(xml)
     issues = Issues(tree)
     root = tree.getroot()
     entries, parsed = [], None
     try:
-        entries = _check(root, issues, collaboration)
+        decisions, problems = read_decisions(dmn)
+        for problem in problems:
+            issues.add_raw(problem["element_id"], problem["line"], problem["message"])
+        entries = _check(root, issues, collaboration, decisions)
         # SpiffWorkflow only sees files Baton's checks pass: its complaints about a file with
         # problems are mostly echoes of them, in words that mislead ("perhaps a form has the
         # same ID?"); anything only it finds is reported once the file is otherwise clean.
         if entries and not issues:
-            parsed = _spiff_parse(root, entries, issues)
+            parsed = _spiff_parse(root, entries, issues, decisions)
     except BpmnValidationError:
         raise
     except Exception as exc:  # a bug of ours or Spiff's must not escape as a 500 of deploy
@@ -86,7 +92,7 @@ def _parse(xml: str | bytes, *, collaboration: bool) -> list[ParsedDefinition]:
     return parsed
 
 
-def _check(root: etree._Element, issues: Issues, collaboration: bool) -> list[etree._Element]:
+def _check(root: etree._Element, issues: Issues, collaboration: bool, decisions: dict) -> list[etree._Element]:
     checks.check_definitions(root, issues)
     if collaboration:
         entries, to_check = checks.select_processes(root, issues)
@@ -98,14 +104,18 @@ def _check(root: etree._Element, issues: Issues, collaboration: bool) -> list[et
         for container in checks.containers(candidate):
             for check in checks.CONTAINER_CHECKS:
                 check(container, issues)
+            for element in checks.content(container):
+                if local_name(element) == "businessRuleTask":
+                    check_business_rule_task(element, decisions, issues)
     return entries
 
 
-def _spiff_parse(root: etree._Element, entries: list[etree._Element], issues: Issues) -> list[ParsedDefinition] | None:
+def _spiff_parse(root: etree._Element, entries: list[etree._Element], issues: Issues,
+                 decisions: dict) -> list[ParsedDefinition] | None:
     """SpiffWorkflow's specs of each entry process, or None with its complaint added to ``issues``."""
     summaries = [(process, _summary(process)) for process in entries]  # before the tree is rewritten
     prepare_for_spiff(root, [called for process in entries for called in checks.called_in_file(process)])
-    parser = BatonBpmnParser()
+    parser = BatonBpmnParser(decisions)
     parsed = []
     try:
         parser.add_bpmn_xml(root)

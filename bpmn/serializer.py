@@ -26,9 +26,11 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.spiff.serializer.config import SPIFF_CONFIG
 from SpiffWorkflow.spiff.serializer.event_definition import (
     ErrorEscalationEventDefinitionConverter, MessageEventDefinitionConverter)
-from SpiffWorkflow.spiff.serializer.task_spec import ServiceTaskConverter, SpiffMultiInstanceConverter
+from SpiffWorkflow.spiff.serializer.task_spec import (
+    ServiceTaskConverter, SpiffBpmnTaskConverter, SpiffMultiInstanceConverter)
 
 from bpmn.cron import CronCycleDefinition
+from bpmn.dmn.task import DecisionTask
 from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition
 from bpmn.external import ExternalTask
 from bpmn.loops import ParallelInstances, SequentialInstances
@@ -47,7 +49,8 @@ BATON_CONFIG = {**SPIFF_CONFIG, MessageDefinition: MessageEventDefinitionConvert
                 ScopeEndJoin: BpmnTaskSpecConverter,
                 SequentialInstances: SpiffMultiInstanceConverter,
                 ParallelInstances: SpiffMultiInstanceConverter, OperatorTask: ServiceTaskConverter,
-                ExternalTask: ServiceTaskConverter, CronCycleDefinition: TimerConditionalEventDefinitionConverter}
+                ExternalTask: ServiceTaskConverter, CronCycleDefinition: TimerConditionalEventDefinitionConverter,
+                DecisionTask: SpiffBpmnTaskConverter}
 
 
 class DataRegistry(DefaultRegistry):

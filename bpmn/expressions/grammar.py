@@ -36,6 +36,7 @@ class Parser:
         self.at = 0
         self.depth = 0
         self.dialect = dialect
+        self.indexing = True  # off inside a DMN interval, where "[" closes "]0..10["
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -219,7 +220,7 @@ class Parser:
                     raise ValueError(f"the method call {name.text}(...) at position {name.position + 1} is "
                                      "outside the subset Baton translates")
                 node = ("get", node, ("lit", name.text))
-            elif token.is_op("["):
+            elif token.is_op("[") and self.indexing:
                 self.advance()
                 key = self.nested(self.conditional)
                 self.expect_op("]", "to close an index")
