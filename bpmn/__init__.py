@@ -7,9 +7,11 @@ from bpmn.events import message_event, start_at
 from bpmn.serializer import load_spec, make_serializer, workflow_from_json, workflow_to_json
 from bpmn.specs import all_task_specs, operators_used
 
+from bpmn.cron import cron_next_after
 from bpmn.external import complete_external_task, throw_bpmn_error, waiting_external_tasks
 
 __all__ = ["ParsedDefinition", "StartEventInfo", "TimerStartInfo", "all_task_specs", "complete_external_task",
+           "cron_next_after",
            "load_spec", "make_serializer", "message_event", "operators_used", "parse_definition",
            "parse_definitions", "start_at", "throw_bpmn_error", "waiting_external_tasks", "workflow_from_json",
            "workflow_to_json"]

@@ -128,6 +128,11 @@ def _number(text: str, index: int, name: str, low: int, high: int) -> int:
     return value
 
 
+def cron_next_after(text: str, moment: datetime) -> datetime | None:
+    """The first firing of cron ``text`` strictly after ``moment`` (UTC); for timer start schedules."""
+    return Cron.parse(text).next_after(moment)
+
+
 def looks_like_cron(text: str) -> bool:
     """Whether a timeCycle is written as cron (fields separated by spaces) rather than ISO 8601."""
     return len(text.split()) in (6, 7) and not text.upper().startswith("R")

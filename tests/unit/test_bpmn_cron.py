@@ -152,3 +152,13 @@ def test_a_timedelta_that_cannot_be_rewritten_is_refused(kind, value, message):
 def test_a_timedelta_cycle_becomes_an_iso_cycle():
     from bpmn.timers import _normalize
     assert _normalize("timeCycle", "(2, timedelta(seconds=0.1))") == ('"R2/PT0.1S"', None)
+
+
+def test_a_cron_timer_start_is_scheduled_at_its_next_firing():
+    from engine.timer_starts import first_run
+    due, runs, interval = first_run("cron", '"0 0 9 * * ?"')
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    assert (due.hour, due.minute, due.second) == (9, 0, 0) and 0 < (due - now).total_seconds() <= 86400
+    assert (runs, interval) == (-1, 0.0)  # no count: the next one is computed from the cron each time
+    with pytest.raises(ValueError):
+        first_run("cron", '"0 0 0 1 1 ? 1999"')
