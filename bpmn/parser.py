@@ -38,12 +38,14 @@ from SpiffWorkflow.spiff.specs.defaults import (
 from bpmn import profile
 from bpmn.dmn.task import DecisionTask
 from bpmn.operators import OperatorTask
-from bpmn.parser_mixins import (  # noqa: F401 - clean_*, message_name, ... are read from here by callers
+from bpmn.parser_mixins import (  # clean_*, message_name, ... are also read from here by callers
     EventMixin, HumanTaskMixin, ProfileMixin, clean_condition, clean_script, event_subprocess_start_class,
     is_top_level_timer_start, message_name)
 from bpmn.scopes import ScopeEndJoin, connect_event_subprocess
 from bpmn.service_parsers import BatonSendTaskParser, BusinessRuleTaskParser, OperatorTaskParser
 from bpmn.timers import read_timer
+
+__all__ = ["BatonBpmnParser", "clean_condition", "clean_script", "is_top_level_timer_start", "message_name"]
 
 class TaskParser(ProfileMixin, SpiffTaskParser):
     pass

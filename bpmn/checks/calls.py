@@ -10,6 +10,7 @@ from __future__ import annotations
 from lxml import etree
 
 from bpmn.checks.elements import bpmn_children, content
+from bpmn.checks.process import called_in_file
 from bpmn.issues import Issues, local_name
 from bpmn.profile import CAMUNDA_NS, NSMAP
 
@@ -23,28 +24,21 @@ def called_elements(process: etree._Element) -> list[str]:
     root = process.getroottree().getroot()
     own = {child.get("id") for child in bpmn_children(root) if local_name(child) == "process"}
     found = []
-    for caller in (process, *_in_file(process)):
+    for caller in (process, *called_in_file(process)):
         found += [el.get("calledElement", "").strip() for el in caller.iter(f"{{{NSMAP['bpmn']}}}callActivity")]
     return list(dict.fromkeys(name for name in found if name and name not in own))
 
 
-def _in_file(process):
-    from bpmn.checks.process import called_in_file  # process imports the parser, which imports us
-    return called_in_file(process)
-
-
 def check_calls(container: etree._Element, issues: Issues) -> None:
-    root = container.getroottree().getroot()
-    own = {child.get("id") for child in bpmn_children(root) if local_name(child) == "process"}
     process = container
     while local_name(process) != "process" and process.getparent() is not None:
         process = process.getparent()
     for element in content(container):
         if local_name(element) == "callActivity":
-            _check_call(element, process.get("id"), own, issues)
+            _check_call(element, process.get("id"), issues)
 
 
-def _check_call(element, process_id: str | None, own: set[str], issues: Issues) -> None:
+def _check_call(element, process_id: str | None, issues: Issues) -> None:
     called = (element.get("calledElement") or "").strip()
     if not called:
         issues.add(element, "callActivity needs a calledElement: the code of the definition it calls.")
