@@ -77,7 +77,8 @@ def _code_of(listener) -> str:
             return f"{attribute} {listener.get(attribute)}"
     script = listener.find(f"{{{CAMUNDA_NS}}}script")
     if script is not None:
-        return f"a {script.get('scriptFormat') or ''} script".replace("a  script", "a script")
+        language = (script.get("scriptFormat") or "").strip()
+        return f"a {language} script" if language else "a script"
     return "code"
 
 
