@@ -209,3 +209,25 @@ def test_a_mapping_that_needs_one_result_is_refused_for_a_collect_decision():
 def test_a_business_rule_task_implemented_like_a_service_is_an_external_task():
     parsed = bpmn.parse_definition(BPMN.format(attributes='camunda:class="org.example.Rate"', extensions=""))
     assert parsed.external_topics == ["org.example.Rate"]
+
+
+@pytest.mark.parametrize("cell, as_input, as_output", [
+    ("__import__('os').system('id')", "is neither a FEEL unary test (the function call __import__(...)",
+     "nor Python (function '__import__' is not available)"),
+    ("().__class__.__bases__", "is neither a FEEL unary test", "nor Python (access to '.__bases__' is not allowed)"),
+    ("(" * 3000 + "1" + ")" * 3000, "nested", "nested"),
+])
+def test_hostile_cells_are_refused_at_deploy_and_never_run(cell, as_input, as_output):
+    for rules, phrase in (([([cell, "-"], ["1"])], as_input), ([(["-", "-"], [cell])], as_output)):
+        _decisions, problems = read_decisions([dmn(rules)])
+        assert problems and phrase in problems[0]["message"], problems
+
+
+def test_a_billion_laughs_dmn_is_refused_quickly():
+    import time
+    bomb = ('<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol">'
+            + "".join(f'<!ENTITY lol{i} "{("&lol" + str(i - 1) + ";") * 10 if i else "&lol;" * 10}">' for i in range(9))
+            + f']><definitions xmlns="{DMN_NS}">&lol8;</definitions>')
+    started = time.perf_counter()
+    _decisions, [problem] = read_decisions([bomb])
+    assert "DOCTYPE" in problem["message"] and time.perf_counter() - started < 1.0
