@@ -20,10 +20,9 @@ from SpiffWorkflow.bpmn.util.event import BpmnEvent
 from SpiffWorkflow.spiff.specs.defaults import ServiceTask
 from SpiffWorkflow.util.task import TaskState
 
-from bpmn.profile import CAMUNDA_NS, NSMAP
+from bpmn.profile import CAMUNDA_NS, NSMAP, ZEEBE_NS
 from engine.errors import BatonError
 
-ZEEBE_NS = "http://camunda.org/schema/zeebe/1.0"
 _IMPLEMENTATIONS = ("class", "delegateExpression", "expression")
 
 

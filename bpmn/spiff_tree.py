@@ -11,7 +11,8 @@ from lxml import etree
 
 from bpmn import profile
 from bpmn.allowlist import STRIPPED_BEFORE_SPIFF
-from bpmn.checks.loops import camunda, collection_variable
+from bpmn.checks.loops import camunda, collection_variable, zeebe_loop
+from bpmn.checks.process import called_element
 from bpmn.expressions import translate
 from bpmn.issues import local_name
 
@@ -27,6 +28,9 @@ def prepare_for_spiff(root: etree._Element, called: list[etree._Element]) -> Non
     marked not executable)."""
     for process in called:
         process.set("isExecutable", "true")
+    for call in root.iter(f"{_BPMN}callActivity"):  # Camunda 8 names the called process in zeebe:calledElement
+        if not call.get("calledElement") and called_element(call):
+            call.set("calledElement", called_element(call))
     _strip(root)
     _spell_camunda_collections(root)
     _translate_expressions(root)
@@ -40,15 +44,23 @@ def _strip(root: etree._Element) -> None:
 
 
 def _spell_camunda_collections(root: etree._Element) -> None:
-    """Camunda Modeler's multi-instance "Collection"/"Element variable" attributes, written as the
-    loopDataInputRef/inputDataItem elements SpiffWorkflow reads (checks have validated them)."""
+    """Camunda Modeler's multi-instance "Collection"/"Element variable" attributes (Camunda 8:
+    zeebe:loopCharacteristics), written as the loopDataInputRef/inputDataItem (and output)
+    elements SpiffWorkflow reads (checks have validated them)."""
     for loop in root.iter(f"{_BPMN}multiInstanceLoopCharacteristics"):
-        collection = collection_variable((loop.get(camunda("collection")) or "").strip())
-        if collection and loop.find(f"{_BPMN}loopDataInputRef") is None:
-            etree.SubElement(loop, f"{_BPMN}loopDataInputRef").text = collection
-        element_variable = (loop.get(camunda("elementVariable")) or "").strip()
-        if element_variable and loop.find(f"{_BPMN}inputDataItem") is None:
-            etree.SubElement(loop, f"{_BPMN}inputDataItem", id=element_variable)
+        zeebe = {key: collection_variable(value.strip()) for key, value in zeebe_loop(loop).items()}
+        spelled = (("loopDataInputRef", loop.get(camunda("collection")) or zeebe.get("inputCollection"), None),
+                   ("inputDataItem", loop.get(camunda("elementVariable")) or zeebe.get("inputElement"), "id"),
+                   ("loopDataOutputRef", zeebe.get("outputCollection"), None),
+                   ("outputDataItem", zeebe.get("outputElement"), "id"))
+        for tag, value, attribute in spelled:
+            value = collection_variable((value or "").strip())
+            if value and loop.find(f"{_BPMN}{tag}") is None:
+                child = etree.SubElement(loop, f"{_BPMN}{tag}")
+                if attribute:
+                    child.set(attribute, value)
+                else:
+                    child.text = value
 
 
 def _translate_expressions(root: etree._Element) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from lxml import etree
 
 from bpmn.checks.elements import bpmn_children, content
-from bpmn.checks.process import called_in_file
+from bpmn.checks.process import called_element, called_in_file
 from bpmn.issues import Issues, local_name
 from bpmn.profile import CAMUNDA_NS, NSMAP
 
@@ -25,7 +25,7 @@ def called_elements(process: etree._Element) -> list[str]:
     own = {child.get("id") for child in bpmn_children(root) if local_name(child) == "process"}
     found = []
     for caller in (process, *called_in_file(process)):
-        found += [el.get("calledElement", "").strip() for el in caller.iter(f"{{{NSMAP['bpmn']}}}callActivity")]
+        found += [called_element(el) for el in caller.iter(f"{{{NSMAP['bpmn']}}}callActivity")]
     return list(dict.fromkeys(name for name in found if name and name not in own))
 
 
@@ -39,7 +39,7 @@ def check_calls(container: etree._Element, issues: Issues) -> None:
 
 
 def _check_call(element, process_id: str | None, issues: Issues) -> None:
-    called = (element.get("calledElement") or "").strip()
+    called = called_element(element)
     if not called:
         issues.add(element, "callActivity needs a calledElement: the code of the definition it calls.")
     elif called == process_id:

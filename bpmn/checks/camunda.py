@@ -14,7 +14,7 @@ from lxml import etree
 
 from bpmn.checks.elements import bpmn_children, content, event_definition, is_container
 from bpmn.issues import Issues, local_name
-from bpmn.profile import CAMUNDA_NS
+from bpmn.profile import CAMUNDA_NS, ZEEBE_NS
 
 _LISTENER_FIX = ("Baton runs no listener code; put the work in a scriptTask (Python) or in a serviceTask "
                  "that an external worker completes, before or after this element.")
@@ -48,13 +48,13 @@ def _camunda_extensions(element: etree._Element):
     for extensions in bpmn_children(element):
         if local_name(extensions) == "extensionElements":
             for child in extensions:
-                if isinstance(child.tag, str) and etree.QName(child).namespace == CAMUNDA_NS:
+                if isinstance(child.tag, str) and etree.QName(child).namespace in (CAMUNDA_NS, ZEEBE_NS):
                     yield child
 
 
 def _check_extension(element, tag: str, extension, issues: Issues) -> None:
     kind = local_name(extension)
-    if kind in ("executionListener", "taskListener"):
+    if kind in ("executionListener", "taskListener", "executionListeners", "taskListeners"):
         code = _code_of(extension)
         issues.add(element, f"{tag} with camunda:{kind} ({code}) is not supported: {_LISTENER_FIX}", at=extension)
     elif kind == "connector":
@@ -63,6 +63,10 @@ def _check_extension(element, tag: str, extension, issues: Issues) -> None:
                             "it the properties operator = http, url, method, body and result_variable; "
                             "otherwise let an external worker do the work (camunda:type=\"external\").",
                    at=extension)
+    elif kind == "ioMapping":  # Camunda 8
+        issues.add(element, f"{tag} with zeebe:ioMapping (input/output mappings) is not supported yet: the element "
+                            "sees every process variable and what it sets becomes a process variable; compute "
+                            "values in a Python scriptTask before it.", at=extension)
     elif kind == "inputOutput":
         scripts = [s.get("scriptFormat") or "a" for s in extension.iter(f"{{{CAMUNDA_NS}}}script")]
         what = f" with a {scripts[0]} script" if scripts else ""

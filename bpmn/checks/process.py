@@ -37,11 +37,20 @@ def called_in_file(process: etree._Element) -> list[etree._Element]:
     todo = [process]
     while todo:
         for call in todo.pop().iter(f"{{{profile.BPMN_NS}}}callActivity"):
-            called = (call.get("calledElement") or "").strip()
+            called = called_element(call)
             if called in by_id and called not in found and by_id[called] is not process:
                 found[called] = by_id[called]
                 todo.append(by_id[called])
     return list(found.values())
+
+
+def called_element(call: etree._Element) -> str:
+    """What a callActivity calls: ``calledElement``, or Camunda 8's ``zeebe:calledElement processId``."""
+    called = (call.get("calledElement") or "").strip()
+    if not called:
+        zeebe = call.find(f"./{{{profile.BPMN_NS}}}extensionElements/{{{profile.ZEEBE_NS}}}calledElement")
+        called = (zeebe.get("processId") or "").strip() if zeebe is not None else ""
+    return called
 
 
 def entry_processes(root: etree._Element) -> list[etree._Element]:

@@ -229,3 +229,53 @@ def test_call_activity_mappings_that_pass_no_more_than_every_variable_are_accept
     assert bpmn.parse_definition(xml).called_elements == ["billing"]
     [error] = refusal(xml.replace('target="order"', 'target="renamed"'))
     assert "camunda:in variable mappings is not supported yet" in error["message"]
+
+
+# -- Camunda 8 (Zeebe) --------------------------------------------------------------------------------
+
+ZEEBE_MODEL = model("""
+  <bpmn:startEvent id="start" />
+  <bpmn:sequenceFlow id="f1" sourceRef="start" targetRef="each" />
+  <bpmn:scriptTask id="each">
+    <bpmn:multiInstanceLoopCharacteristics>
+      <bpmn:extensionElements>
+        <zeebe:loopCharacteristics inputCollection="= items" inputElement="item"
+                                   outputCollection="doubled" outputElement="= result" />
+      </bpmn:extensionElements>
+    </bpmn:multiInstanceLoopCharacteristics>
+    <bpmn:script>result = item * 2</bpmn:script>
+  </bpmn:scriptTask>
+  <bpmn:sequenceFlow id="f2" sourceRef="each" targetRef="g" />
+  <bpmn:exclusiveGateway id="g" default="small" />
+  <bpmn:sequenceFlow id="big" sourceRef="g" targetRef="pay"><bpmn:conditionExpression>= count(doubled) &gt; 1
+    </bpmn:conditionExpression></bpmn:sequenceFlow>
+  <bpmn:sequenceFlow id="small" sourceRef="g" targetRef="pay" />
+  <bpmn:serviceTask id="pay"><bpmn:extensionElements><zeebe:taskDefinition type="payment" />
+    </bpmn:extensionElements></bpmn:serviceTask>
+  <bpmn:sequenceFlow id="f3" sourceRef="pay" targetRef="sub" />
+  <bpmn:callActivity id="sub"><bpmn:extensionElements><zeebe:calledElement processId="billing" />
+    </bpmn:extensionElements></bpmn:callActivity>
+  <bpmn:sequenceFlow id="f4" sourceRef="sub" targetRef="end" />
+  <bpmn:endEvent id="end" />""")
+
+
+def test_a_camunda_8_model_names_what_feel_it_cannot_translate():
+    [error] = refusal(ZEEBE_MODEL)
+    assert error["element_id"] == "big"
+    assert "cannot be translated from FEEL: the function call count(...)" in error["message"]
+
+
+def test_a_camunda_8_model_runs_its_zeebe_loop_task_type_and_called_process(script_engine):
+    xml = ZEEBE_MODEL.replace("= count(doubled) &gt; 1", "= doubled[1] &gt; 2")
+    parsed = bpmn.parse_definition(xml)
+    assert parsed.external_topics == ["payment"] and parsed.called_elements == ["billing"]
+    workflow = run(xml, script_engine, items=[1, 2])
+    [waiting] = bpmn.waiting_external_tasks(workflow)
+    assert waiting["topic"] == "payment"
+    assert workflow.get_task_from_id(__import__("uuid").UUID(waiting["spiff_task_id"])).data["doubled"] == [2, 4]
+
+
+def test_zeebe_io_mappings_are_refused_saying_what_to_do():
+    [error] = refusal(one_task("", '<bpmn:extensionElements><zeebe:ioMapping><zeebe:input source="= a" target="b" />'
+                                   "</zeebe:ioMapping></bpmn:extensionElements>"))
+    assert error["message"].startswith("serviceTask with zeebe:ioMapping (input/output mappings) is not supported yet")
