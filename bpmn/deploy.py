@@ -18,6 +18,7 @@ from SpiffWorkflow.bpmn.specs.bpmn_process_spec import BpmnProcessSpec
 from SpiffWorkflow.exceptions import SpiffWorkflowException
 
 from bpmn import checks
+from bpmn.correlations import correlations_of
 from bpmn.dmn.reader import read_decisions
 from bpmn.dmn.task import check_business_rule_task
 from bpmn.hardened_xml import read_bpmn_xml
@@ -46,6 +47,9 @@ class ParsedDefinition:
     called_elements: list[str] = field(default_factory=list)
     timer_starts: list[TimerStartInfo] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)  # names the process can catch (process.message)
+    # Correlation properties per message name: {property id: Python expression over the payload}
+    # (bpmn.correlations); the engine matches a delivered message's values against the instance's.
+    correlations: dict[str, dict[str, str]] = field(default_factory=dict)
     throws: list[str] = field(default_factory=list)  # message names it throws (end/throw events, send tasks)
     # The start event process.start begins at; with several start events the engine begins every
     # new workflow at the one its trigger names (bpmn.start_at), this one for process.start.
@@ -94,6 +98,7 @@ def _parse(xml: str | bytes, dmn: list[str | bytes], *, collaboration: bool) -> 
 
 def _check(root: etree._Element, issues: Issues, collaboration: bool, decisions: dict) -> list[etree._Element]:
     checks.check_definitions(root, issues)
+    correlations_of(root, issues)
     if collaboration:
         entries, to_check = checks.select_processes(root, issues)
     else:
@@ -113,7 +118,8 @@ def _check(root: etree._Element, issues: Issues, collaboration: bool, decisions:
 def _spiff_parse(root: etree._Element, entries: list[etree._Element], issues: Issues,
                  decisions: dict) -> list[ParsedDefinition] | None:
     """SpiffWorkflow's specs of each entry process, or None with its complaint added to ``issues``."""
-    summaries = [(process, _summary(process)) for process in entries]  # before the tree is rewritten
+    correlations = correlations_of(root)  # before the tree is rewritten (Spiff's copy is stripped)
+    summaries = [(process, _summary(process, correlations)) for process in entries]
     prepare_for_spiff(root, [called for process in entries for called in checks.called_in_file(process)])
     parser = BatonBpmnParser(decisions)
     parsed = []
@@ -134,11 +140,13 @@ def _spiff_parse(root: etree._Element, entries: list[etree._Element], issues: Is
     return parsed
 
 
-def _summary(process: etree._Element) -> dict:
+def _summary(process: etree._Element, correlations: dict) -> dict:
     starts = start_events_of(process)
+    messages, throws = messages_of(process), throws_of(process)
     return {"start_events": starts, "default_start": default_start(starts),
             "called_elements": checks.called_elements(process), "timer_starts": timer_starts_of(process),
-            "messages": messages_of(process), "throws": throws_of(process)}
+            "messages": messages, "throws": throws,
+            "correlations": {name: props for name, props in correlations.items() if name in messages + throws}}
 
 
 def _definition(process, spec, subprocess_specs, summary: dict) -> ParsedDefinition:

@@ -174,3 +174,35 @@ def test_an_io_specification_whose_ids_are_not_variable_names_is_refused():
     [error] = refusal(definitions(process(IO_TASK.replace('"net"', '"_d0-96"').replace(">net<", ">_d0-96<"))))
     assert error["element_id"] == "calc"
     assert "ioSpecification dataInput '_d0-96' must have a variable name as its id" in error["message"]
+
+
+CORRELATED = ('<bpmn:collaboration id="c"><bpmn:participant id="pa" processRef="buyer" />'
+              '<bpmn:participant id="pb" processRef="seller" /><bpmn:correlationKey name="order">'
+              "<bpmn:correlationPropertyRef>order_id</bpmn:correlationPropertyRef></bpmn:correlationKey>"
+              "</bpmn:collaboration>"
+              '<bpmn:correlationProperty id="order_id" name="Order">'
+              '<bpmn:correlationPropertyRetrievalExpression messageRef="M_order">'
+              "<bpmn:formalExpression>number</bpmn:formalExpression></bpmn:correlationPropertyRetrievalExpression>"
+              '<bpmn:correlationPropertyRetrievalExpression messageRef="M_paid">'
+              "<bpmn:formalExpression>reply['order']</bpmn:formalExpression>"
+              "</bpmn:correlationPropertyRetrievalExpression></bpmn:correlationProperty>")
+
+
+def test_correlation_properties_are_recorded_per_message_for_the_engine():
+    buyer = THROWER.replace('<bpmn:endEvent id="done"><bpmn:messageEventDefinition messageRef="M_paid" />'
+                            "</bpmn:endEvent>", '<bpmn:endEvent id="done" />').replace(
+        '<bpmn:intermediateThrowEvent id="tell"><bpmn:messageEventDefinition messageRef="M_paid" />'
+        "</bpmn:intermediateThrowEvent>", '<bpmn:intermediateCatchEvent id="tell"><bpmn:messageEventDefinition '
+                                          'messageRef="M_paid" /></bpmn:intermediateCatchEvent>')
+    shop, warehouse = bpmn.parse_definitions(definitions(CORRELATED + process(buyer, "buyer")
+                                                         + process(STARTS_BODY, "seller")))
+    assert shop.correlations == {"order_placed": {"order_id": "number"}, "paid": {"order_id": "reply['order']"}}
+    assert warehouse.correlations == {"order_placed": {"order_id": "number"}}
+
+
+def test_a_correlation_expression_the_sandbox_refuses_is_refused_at_its_line():
+    xml = definitions(CORRELATED.replace("reply['order']", "reply.__class__") + process(STARTS_BODY, "seller"))
+    [error] = refusal(xml)
+    assert error["element_id"] == "order_id"
+    assert error["message"] == ("correlationProperty 'order_id' expression 'reply.__class__' cannot run: access to "
+                                "'.__class__' is not allowed.")
