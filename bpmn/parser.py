@@ -47,6 +47,7 @@ from bpmn.timers import read_timer
 
 __all__ = ["BatonBpmnParser", "clean_condition", "clean_script", "is_top_level_timer_start", "message_name"]
 
+
 class TaskParser(ProfileMixin, SpiffTaskParser):
     pass
 

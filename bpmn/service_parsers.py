@@ -12,6 +12,7 @@ from bpmn.dmn.task import DecisionTask, decision_config, decision_ref
 from bpmn.external import ExternalTask, topic_of
 from bpmn.parser_mixins import EventMixin, ProfileMixin
 
+
 class OperatorTaskParser(ProfileMixin, SpiffTaskParser):
     """A serviceTask: an ``OperatorTask`` when its ``operator`` property names what the engine does,
     else an ``ExternalTask`` that waits for a worker (``bpmn.external``).

@@ -155,7 +155,8 @@ class Parser:
         node = self.unary()
         while True:
             token = self.token
-            if token.kind == "op" and token.text in _MULTIPLICATIVE and not (self.dialect == "feel" and token.text == "%"):
+            feel_modulo = self.dialect == "feel" and token.text == "%"  # FEEL has no %
+            if token.kind == "op" and token.text in _MULTIPLICATIVE and not feel_modulo:
                 op = _MULTIPLICATIVE[token.text]
             elif self.dialect == "juel" and token.kind == "name" and token.text in _JUEL_MULTIPLICATIVE_WORDS:
                 op = _JUEL_MULTIPLICATIVE_WORDS[token.text]
