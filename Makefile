@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench install clean
+.PHONY: run test check lint bench install clean
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,15 @@ run: install
 
 test: install
 	$(BIN)/python -m pytest
+
+# The fast loop (about a minute): every unit test, and one pass over the main paths on SQLite.
+check: install
+	$(BIN)/python -m pytest -q tests/unit
+	$(BIN)/python -m pytest -q tests/integration/test_smoke.py -k sqlite
+
+lint: install
+	$(BIN)/pip install --quiet --disable-pip-version-check ruff
+	$(BIN)/ruff check .
 
 bench: install
 	$(BIN)/python bench/throughput.py

@@ -15,7 +15,8 @@ import click
 from flask import Flask
 from flask_migrate import Migrate, upgrade
 
-from engine.db import configure_sqlite, db
+from engine.jobs.wakers import Wakers
+from engine.store.db import WAKERS, configure_sqlite, db
 
 ROOT = Path(__file__).resolve().parent
 
@@ -74,15 +75,17 @@ class Settings:
 
 
 class Baton:
-    """What the app holds besides Flask: settings, and once workers start, the machinery they run.
+    """What the app holds besides Flask: settings, the job wakers, and once workers start, the
+    machinery they run (``app.extensions["baton"]``).
 
     The sandbox, the runner and the outbound client exist only in a process that runs workers
     (a web-only process needs none of them), sized to its worker threads.
     """
 
-    def __init__(self, app: Flask, settings: Settings):
+    def __init__(self, app: Flask, settings: Settings, wakers):
         self.app = app
         self.settings = settings
+        self.wakers = wakers
         self.sandbox = None
         self.outbound = None
         self.ai = None
@@ -91,57 +94,66 @@ class Baton:
         self.processes = None
 
     def start_workers(self, threads: int | None = None):
-        from ai import build_provider
-        from engine.ai_chat import AI_TURN, AiTurnRunner
-        from engine.delivery import DELIVER, DeliveryRunner
-        from engine.jobs import KindFilter
-        from engine.operators import OPERATOR, OperatorRunner
-        from engine.outbound import OutboundHttp
-        from engine.runner import Runner
-        from engine.sandbox import Sandbox, SandboxScriptEngine
-        from engine.store import SpecCache
-        from engine.timer_starts import TIMER_START, TimerStartRunner
-        from engine.worker import WorkerPool
-
         if threads is None and self.settings.worker_processes > 0:
             return self.start_worker_processes()
         threads = self.settings.workers if threads is None else threads
         if self.pool is not None or threads <= 0:
             return self.pool
+        from engine.jobs.kinds import CALL_KINDS
+        from engine.jobs.queue import KindFilter
+        from engine.jobs.worker import WorkerPool
+
         quiet_spiff_loggers()
+        handlers = self._handlers(threads)
+        settings = self.settings
+        # Jobs that wait on another server get their own threads: a slow model or receiver must not
+        # hold up the engine (timers, starts, other chats), nor need a sandbox process per thread.
+        calls = KindFilter(CALL_KINDS, include=True)
+        split = settings.call_threads > 0
+        common = dict(wakers=self.wakers, lease_seconds=settings.job_lease_s, poll_seconds=settings.poll_s)
+        self.pool = WorkerPool(self.app, handlers, threads=threads, kinds=replace(calls, include=False) if split else None,
+                               **common)
+        self.pool.start()
+        if split:
+            self.call_pool = WorkerPool(self.app, handlers, threads=settings.call_threads, kinds=calls, name="call",
+                                        claim_batch=1,  # a batch would wait for each slow call in turn
+                                        **common)
+            self.call_pool.start()
+        return self.pool
+
+    def _handlers(self, threads: int) -> dict:
+        """The handler of every job kind, built around this process's sandbox, HTTP client and model."""
+        from ai import build_provider
+        from engine.chat.ai_dialogs import AiTurnRunner
+        from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, TIMER_START
+        from engine.outbound.delivery import DeliveryRunner
+        from engine.outbound.http import OutboundHttp
+        from engine.outbound.http_tasks import HttpTaskRunner
+        from engine.runtime.runner import Runner
+        from engine.runtime.timer_starts import TimerStartRunner
+        from engine.sandbox import Sandbox, SandboxScriptEngine
+        from engine.store.workflows import SpecCache
+
         settings = self.settings
         self.sandbox = Sandbox(timeout_s=settings.script_timeout_s, memory_mb=settings.script_memory_mb,
                                hosts=threads)
         self.outbound = OutboundHttp(allow_private=settings.allow_private_urls)
-        script_engine, specs = SandboxScriptEngine(self.sandbox), SpecCache()
-        runner = Runner(script_engine, specs)
-        handlers = {kind: runner for kind in runner.kinds}
-        handlers[TIMER_START] = TimerStartRunner()
-        handlers[OPERATOR] = OperatorRunner(self.sandbox, script_engine, specs, self.outbound,
-                                            retry_base_s=settings.http_retry_base_s)
-        handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale)
         self.ai = build_provider(base_url=settings.ai_base_url, model=settings.ai_model,
                                  api_key=settings.ai_api_key, timeout_s=settings.ai_timeout_s,
                                  retries=settings.ai_retries)
+        script_engine, specs = SandboxScriptEngine(self.sandbox), SpecCache()
+        runner = Runner(script_engine, specs, wakers=self.wakers, public_url=settings.public_url)
+        handlers = {kind: runner for kind in runner.kinds}
+        handlers[TIMER_START] = TimerStartRunner()
+        handlers[OPERATOR] = HttpTaskRunner(self.sandbox, script_engine, specs, self.outbound,
+                                            retry_base_s=settings.http_retry_base_s)
+        handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale)
         handlers[AI_TURN] = AiTurnRunner(self.ai)
-        # Jobs that wait on another server get their own threads: a slow model or receiver must not
-        # hold up the engine (timers, starts, other chats), nor need a sandbox process per thread.
-        calls = KindFilter(frozenset({OPERATOR, AI_TURN, DELIVER}), include=True)
-        split = settings.call_threads > 0
-        self.pool = WorkerPool(self.app, handlers, threads=threads, lease_seconds=settings.job_lease_s,
-                               poll_seconds=settings.poll_s, kinds=replace(calls, include=False) if split else None)
-        self.pool.start()
-        if split:
-            self.call_pool = WorkerPool(self.app, handlers, threads=settings.call_threads, kinds=calls, name="call",
-                                        lease_seconds=settings.job_lease_s, poll_seconds=settings.poll_s,
-                                        claim_batch=1)  # a batch would wait for each slow call in turn
-            self.call_pool.start()
-        return self.pool
+        return handlers
 
     def start_worker_processes(self):
         """``BATON_WORKER_PROCESSES=N``: N supervised ``flask worker`` children instead of threads here."""
-        from engine import jobs
-        from engine.worker_processes import WorkerProcesses, child_command
+        from engine.jobs.processes import WorkerProcesses, child_command
 
         settings = self.settings
         if self.processes is not None or settings.workers <= 0:
@@ -150,7 +162,7 @@ class Baton:
         self.processes = WorkerProcesses(settings.worker_processes, child_command(settings.workers), env, ROOT)
         self.processes.start()
         if settings.database_url.startswith("sqlite"):  # PostgreSQL wakes them with NOTIFY
-            jobs.add_waker(self.processes.wake)
+            self.wakers.add(self.processes.wake)
         return self.processes
 
     def wake(self) -> None:
@@ -160,9 +172,7 @@ class Baton:
 
     def stop(self) -> None:
         if self.processes is not None:
-            from engine import jobs
-
-            jobs.remove_waker(self.processes.wake)
+            self.wakers.remove(self.processes.wake)
             self.processes.stop()
             self.processes = None
         for pool in (self.call_pool, self.pool):
@@ -196,6 +206,8 @@ def create_app(config: dict | None = None) -> Flask:
         MAX_CONTENT_LENGTH=settings.max_body_bytes,
     )
     app.json.sort_keys = False  # answers keep the order the code builds them in
+    wakers = Wakers()
+    app.extensions[WAKERS] = wakers  # the ORM session wakes them after commits (engine.store.db)
     if settings.database_url.startswith("sqlite:///"):
         Path(settings.database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     db.init_app(app)
@@ -208,19 +220,20 @@ def create_app(config: dict | None = None) -> Flask:
     from channels.http import register_http
     from channels.task_callback import bp as task_callback_bp
     from channels.webchat import bp as webchat_bp
-    from channels.webhook import LeanWebhookStart, bp as webhook_bp
-    from rpc import methods  # noqa: F401  (registers every JSON-RPC method)
-    from rpc.endpoint import bp as rpc_bp
+    from channels.webhook import WebhookDoor
+    from channels.webhook import bp as webhook_bp
+    from rpc.endpoint import rpc_blueprint
+    from rpc.methods import build_methods
 
     register_http(app)
     app.register_blueprint(webhook_bp)
     app.register_blueprint(webchat_bp)
     app.register_blueprint(task_callback_bp)
-    app.register_blueprint(rpc_bp)
+    app.register_blueprint(rpc_blueprint(build_methods(), settings))
     if not app.debug:  # (debug answers are indented: Flask's path gives them)
         with app.app_context():
-            app.wsgi_app = LeanWebhookStart(app.wsgi_app, db.engine, settings.max_body_bytes)
-    app.extensions["baton"] = Baton(app, settings)
+            app.wsgi_app = WebhookDoor(app.wsgi_app, db.engine, wakers, settings.max_body_bytes)
+    app.extensions["baton"] = Baton(app, settings, wakers)
     _register_cli(app)
     if _is_flask_run_serving():
         ensure_default_tenant(app)
@@ -243,7 +256,7 @@ def ensure_default_tenant(app: Flask) -> None:
 
     from engine.auth import create_tenant
     from engine.errors import ConflictError
-    from engine.models import Tenant
+    from engine.store.models import Tenant
 
     with app.app_context():
         if db.session.execute(select(Tenant.id).limit(1)).first() is not None:
@@ -289,7 +302,7 @@ def _register_cli(app: Flask) -> None:
         pool = baton.start_workers(threads)
         signal.signal(signal.SIGTERM, lambda *_: pool.stop())
         if wake_from_stdin:
-            from engine.worker_processes import follow_parent
+            from engine.jobs.processes import follow_parent
 
             follow_parent(pool.wake_one, baton.wake, pool.stop)
         click.echo(f"Baton worker running with {threads} thread(s).")

@@ -4,7 +4,7 @@
     python bench/cpu_path.py --count 2000 --rounds 5
 
 A real server deploys ``tests/bpmn/webhook_order.bpmn`` and is stopped; then, in this process, on
-the same database: ``webhooks.start_plain`` (the lean accept without waitress) for ``--count``
+the same database: ``webhooks.accept`` (the webhook accept without waitress) for ``--count``
 instances, then ``jobs.claim`` (batches of ``WorkerPool.CLAIM_BATCH``) + ``Runner.advance`` until
 the queue is empty, as one worker thread does. It prints the thread CPU per accept and per
 advance of each round and the medians. Far less noisy than ``throughput.py``'s CPU per instance
@@ -14,6 +14,7 @@ server's path; the sandbox host's own CPU is not counted.
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
@@ -47,17 +48,21 @@ def main() -> int:
 
     from app import create_app
     from engine import jobs, webhooks
-    from engine.db import db
-    from engine.runner import Runner
+    from engine.jobs.worker import WorkerPool
+    from engine.runtime.runner import Runner
     from engine.sandbox import Sandbox, SandboxScriptEngine
-    from engine.store import SpecCache
-    from engine.worker import WorkerPool
+    from engine.store.db import db
+    from engine.store.workflows import SpecCache
 
     app = create_app({"database_url": url, "workers": 0})
     accepts, advances = [], []
     with app.app_context():
         sandbox = Sandbox(hosts=1)
-        runner = Runner(SandboxScriptEngine(sandbox), SpecCache())
+        runner = Runner(SandboxScriptEngine(sandbox), SpecCache(), wakers=None, public_url="http://127.0.0.1")
+        body = json.dumps(START_DATA).encode()
+
+        def accept() -> None:
+            webhooks.accept(webhooks.WebhookCall(webhook_id, body, START_DATA), engine=db.engine, wakers=None)
 
         def drain() -> int:
             done = 0
@@ -70,13 +75,12 @@ def main() -> int:
 
         try:
             for _ in range(20):  # warm: spec cache, sandbox host, connections
-                webhooks.start_plain(db.engine, webhook_id, START_DATA)
+                accept()
             drain()
             for round_ in range(1, args.rounds + 1):
                 started = time.thread_time()
                 for _ in range(args.count):
-                    if webhooks.start_plain(db.engine, webhook_id, START_DATA) is None:
-                        raise SystemExit("the lean start refused the call")
+                    accept()
                 accepted = time.thread_time()
                 advanced = drain()
                 finished = time.thread_time()

@@ -24,8 +24,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import app as baton_app
-from engine import jobs, runner, store, tasks, webhooks, worker
+from engine import jobs, webhooks
+from engine.jobs import worker
+from engine.runtime import human_tasks, runner, stepping
 from engine.sandbox import Sandbox
+from engine.store import workflows
 
 OUT = Path(os.environ.get("BATON_BENCH_OUT", "."))
 PHASES = os.environ.get("BATON_BENCH_PHASES") == "1"
@@ -101,25 +104,20 @@ def _install_phases() -> None:
     from sqlalchemy.orm import Session
 
     # HTTP accept path
-    timed(webhooks, "find_route", "webhook: find_route (SELECT route)")
-    timed(webhooks, "start_from_webhook", "webhook: start_from_webhook (resolve + insert + commit)")
-    timed(webhooks.instances, "resolve_definition", "webhook: resolve_definition (SELECT definition)")
-    timed(webhooks.instances, "start", "webhook: instances.start (INSERT instance, flush, job)")
+    timed(webhooks, "accept", "webhook: accept (SELECT route + latest, INSERT instance + job, COMMIT)")
     # worker path
     timed(jobs, "claim", "worker: jobs.claim (claim txn)")
     timed(jobs, "next_run_at", "worker: jobs.next_run_at (idle)")
     timed(worker.WorkerPool, "_sleep", "worker: sleeping (no job)")
     timed(runner.Runner, "advance", "worker: Runner.advance (total)")
-    timed(runner.Runner, "_run", "worker: do_engine_steps + summarize (incl. sandbox, serialize)")
-    timed(store.SpecCache, "get", "worker: SpecCache.get")
-    timed(store.SpecCache, "resolve", "worker: SpecCache.resolve")
-    timed(store, "restore_workflow", "worker: restore_workflow (deserialize)")
-    timed(store, "new_workflow", "worker: new_workflow")
-    timed(store, "dump_workflow", "worker: dump_workflow (serialize)")
-    timed(tasks, "sync", "worker: tasks.sync (SELECT tasks)")
-    timed(jobs, "finish", "worker: jobs.finish (DELETE job)")
-    timed(runner.Runner, "_save_plain", "worker: Runner._save_plain (SQLite: UPDATE + DELETE + COMMIT)")
-    timed(webhooks, "start_plain", "webhook: start_plain (lean accept: SELECT + 2 INSERT + COMMIT)")
+    timed(stepping, "run", "worker: do_engine_steps + summarize (incl. sandbox, serialize)")
+    timed(workflows.SpecCache, "get", "worker: SpecCache.get")
+    timed(workflows.SpecCache, "resolve", "worker: SpecCache.resolve")
+    timed(workflows, "restore_workflow", "worker: restore_workflow (deserialize)")
+    timed(workflows, "new_workflow", "worker: new_workflow")
+    timed(workflows, "dump_workflow", "worker: dump_workflow (serialize)")
+    timed(human_tasks, "sync", "worker: human_tasks.sync (SELECT tasks)")
+    timed(runner.Runner, "_save", "worker: Runner._save (UPDATE instance + DELETE job [+ rows] + COMMIT)")
     timed(jobs, "release", "worker: jobs.release")
     timed(Sandbox, "execute", "sandbox: execute (script round trip)")
     timed(Sandbox, "evaluate", "sandbox: evaluate (condition)")
@@ -186,7 +184,7 @@ def create_app():
         _install_phases()
     flask_app = baton_app.create_app()
     if PHASES:
-        from engine.db import db
+        from engine.store.db import db
 
         with flask_app.app_context():
             _install_sql_timer(db.engine)

@@ -91,13 +91,13 @@ class Filler:
     """Bulk INSERTs of instances and tasks, straight into the server's database."""
 
     def __init__(self, database_url: str, template: dict, seed: int = 7):
-        from engine.models import Instance, Task
+        from engine.store.models import Instance, Task
 
         self.instances = Instance.__table__
         self.tasks = Task.__table__
         self.engine = create_engine(database_url)
         if self.engine.dialect.name == "sqlite":
-            from engine.db import configure_sqlite
+            from engine.store.db import configure_sqlite
 
             configure_sqlite(self.engine)   # WAL, busy timeout, BEGIN IMMEDIATE, like the server
         self.template = template
@@ -304,7 +304,7 @@ def explain_list_tasks(database_url: str, tenant_id: int, calls: dict[str, dict]
     from flask import Flask
 
     from engine import tasks
-    from engine.db import configure_sqlite, db
+    from engine.store.db import configure_sqlite, db
 
     app = Flask("baton-bench-explain")
     app.config.update(SQLALCHEMY_DATABASE_URI=database_url)

@@ -11,6 +11,8 @@ in ``bpmn.checks.events``; this table says which children an element may carry a
 """
 from __future__ import annotations
 
+from bpmn.operators import AI_CHAT, HTTP, SEND_MESSAGE
+
 _COMMON = frozenset({"documentation", "extensionElements", "incoming", "outgoing"})
 LOOPS = frozenset({"standardLoopCharacteristics", "multiInstanceLoopCharacteristics"})
 # Data an activity declares: ``ioSpecification`` runs as SpiffWorkflow runs it (the data inputs must
@@ -98,8 +100,8 @@ STRIPPED_BEFORE_SPIFF = frozenset({"dataInputAssociation", "dataOutputAssociatio
 
 # serviceTask ``operator`` values of the profile. Enabling one the engine has learnt to run is
 # adding it to ENABLED_OPERATORS; known but not enabled ones are refused as "not supported yet".
-KNOWN_OPERATORS = ("http", "send_message", "ai_chat")
-ENABLED_OPERATORS: frozenset[str] = frozenset({"http", "send_message", "ai_chat"})
+KNOWN_OPERATORS = (HTTP, SEND_MESSAGE, AI_CHAT)
+ENABLED_OPERATORS: frozenset[str] = frozenset({HTTP, SEND_MESSAGE, AI_CHAT})
 
 # The http operator's properties (bpmn.checks.operators checks their values).
 HTTP_METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE", "HEAD")

@@ -9,6 +9,17 @@ from __future__ import annotations
 
 from SpiffWorkflow.spiff.specs.defaults import ServiceTask
 
+# The operators of the profile, by name (one place: the parser, the checks and the engine use these).
+HTTP, SEND_MESSAGE, AI_CHAT = "http", "send_message", "ai_chat"
+# Operators that call nobody run inside the advance (send_message), or in their own jobs that
+# never hold the instance (ai_chat's dialog); only the others are dispatched to operator jobs.
+INLINE_OPERATORS = frozenset({SEND_MESSAGE, AI_CHAT})
+
+
+def operator_of(task_spec) -> str | None:
+    """The ``operator`` of a task spec the engine runs itself, else None."""
+    return task_spec.extensions.get("operator") if task_spec.manual and getattr(task_spec, "extensions", None) else None
+
 
 class OperatorTask(ServiceTask):
 

@@ -11,7 +11,7 @@ import json
 import threading
 from datetime import date, time
 from decimal import Decimal
-from typing import Any
+from typing import Any, Callable
 from uuid import UUID
 
 from SpiffWorkflow.bpmn.serializer import BpmnWorkflowSerializer
@@ -138,14 +138,24 @@ def load_spec(spec_json: str) -> tuple[BpmnProcessSpec, dict[str, BpmnProcessSpe
     return spec, {name: serializer.from_dict(sub) for name, sub in dct["subprocess_specs"].items()}
 
 
-def workflow_to_json(workflow: BpmnWorkflow) -> str:
-    """An instance's state: the workflow without its spec (stored once, per definition)."""
-    return _serializers()[1].serialize_json(workflow)
+def workflow_to_json(workflow: BpmnWorkflow, extra: dict[str, Any] | None = None) -> str:
+    """An instance's state: the workflow without its spec (stored once, per definition), and the
+    caller's ``extra`` top-level keys (Baton's state version)."""
+    serializer = _serializers()[1]
+    serializer.registry._encoder_mode = True  # what serialize_json does around to_dict
+    try:
+        dct = serializer.to_dict(workflow)
+        dct[VERSION_KEY] = serializer.VERSION
+        dct.update(extra or {})
+        return json.dumps(dct, cls=serializer._encoder_cls)
+    finally:
+        serializer.registry._encoder_mode = False
 
 
 def workflow_from_json(text: str, spec: BpmnProcessSpec, subprocess_specs: dict[str, BpmnProcessSpec],
-                       script_engine: Any) -> BpmnWorkflow:
-    """The workflow of ``workflow_to_json``, rebuilt around cached spec objects.
+                       script_engine: Any, upgrade: Callable[[dict], dict] | None = None) -> BpmnWorkflow:
+    """The workflow of ``workflow_to_json``, rebuilt around cached spec objects; ``upgrade`` takes
+    the stored dict (with the caller's extra keys) to the current version first.
 
     ``script_engine`` is required and the workflow is built around it: SpiffWorkflow would
     otherwise make its default engine, which runs ``eval``/``exec`` with full builtins.
@@ -153,6 +163,8 @@ def workflow_from_json(text: str, spec: BpmnProcessSpec, subprocess_specs: dict[
     serializer = _serializers()[1]
     dct = json.loads(text)
     _require_version(dct.pop(VERSION_KEY, None), "instance state")
+    if upgrade is not None:
+        dct = upgrade(dct)
     return serializer.from_dict(dct, spec=spec, subprocess_specs=subprocess_specs, script_engine=script_engine)
 
 

@@ -1,7 +1,7 @@
 """HTTP plumbing shared by every endpoint: JSON error bodies, body limits, health and metrics.
 
 This is the second of the two places where BatonError becomes a wire answer (the other is the
-JSON-RPC adapter): ``{"error": {"code": "<reason>", "message": "<sentence>"}}`` with its HTTP status.
+JSON-RPC adapter, which also answers its own endpoint's HTTP errors): ``BatonError.to_http()``.
 """
 from __future__ import annotations
 
@@ -9,19 +9,18 @@ import json
 import logging
 
 from flask import Flask, Response, jsonify, request
-from sqlalchemy import func, select, text
+from sqlalchemy import func, or_, select, text
 from werkzeug.exceptions import HTTPException
 
-from engine.db import db
-from engine.errors import BadRequestError, BatonError, PayloadTooLargeError
-from engine.models import AiDialog, Instance, Job
+from engine.errors import BadRequestError, BatonError, HttpStatusError, MethodNotAllowedError, PayloadTooLargeError
+from engine.store.db import db, utcnow
+from engine.store.models import AiDialog, Instance, Job
 
 log = logging.getLogger("baton.http")
 
 _HTTP_REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                  405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
                  415: "unsupported_media_type", 429: "too_many_requests"}
-_RPC_PATHS = ("/v1/rpc", "/rpc")
 
 
 def parse_json_object(body: bytes) -> dict:
@@ -39,14 +38,21 @@ def _refuse_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+def _translated(error: HTTPException, max_body_bytes: int) -> BatonError:
+    """Werkzeug's own refusals (no route, wrong method, body too large ...) as errors of the tree."""
+    if error.code == 413:
+        return PayloadTooLargeError(f"The request body is larger than {max_body_bytes} bytes.")
+    if error.code == 405:
+        return MethodNotAllowedError(tuple(getattr(error, "valid_methods", None) or ()),
+                                     error.description or error.name)
+    code = error.code or 500
+    return HttpStatusError(code, _HTTP_REASONS.get(code, "http_error"), error.description or error.name)
+
+
 def error_response(error: BatonError) -> Response:
-    if request.path in _RPC_PATHS:
-        body = {"jsonrpc": "2.0", "id": None,
-                "error": {"code": error.rpc_code, "message": error.message, "data": error.rpc_data()}}
-    else:
-        body = {"error": {"code": error.reason, "message": error.message}}
+    status, body = error.to_http()
     response = jsonify(body)
-    response.status_code = error.http_status
+    response.status_code = status
     return response
 
 
@@ -59,13 +65,8 @@ def register_http(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException):
         db.session.rollback()
-        if error.code == 413:
-            limit = app.config["MAX_CONTENT_LENGTH"]
-            return error_response(PayloadTooLargeError(f"The request body is larger than {limit} bytes."))
-        response = jsonify({"error": {"code": _HTTP_REASONS.get(error.code, "http_error"),
-                                      "message": error.description or error.name}})
-        response.status_code = error.code or 500
-        if error.code == 405 and hasattr(error, "valid_methods") and error.valid_methods:
+        response = error_response(_translated(error, app.config["MAX_CONTENT_LENGTH"]))
+        if error.code == 405 and getattr(error, "valid_methods", None):
             response.headers["Allow"] = ", ".join(error.valid_methods)
         return response
 
@@ -97,15 +98,23 @@ def register_http(app: Flask) -> None:
 
     @app.get("/metrics")
     def metrics():
+        now = utcnow()
         counts = db.session.execute(select(Instance.status, func.count()).group_by(Instance.status)).all()
-        pending = db.session.execute(select(func.count()).select_from(Job)).scalar_one()
+        pending, due, running = db.session.execute(select(
+            func.count(),
+            func.count().filter(Job.run_at <= now, or_(Job.locked_until.is_(None), Job.locked_until < now)),
+            func.count().filter(Job.locked_until >= now))).one()
         talking = db.session.execute(select(func.count()).select_from(AiDialog)
                                      .where(AiDialog.status == "active")).scalar_one()
         db.session.rollback()
         lines = ["# HELP baton_instances Process instances by status.", "# TYPE baton_instances gauge"]
         lines += [f'baton_instances{{status="{status}"}} {count}' for status, count in counts]
-        lines += ["# HELP baton_jobs_pending Jobs waiting or running.", "# TYPE baton_jobs_pending gauge",
-                  f"baton_jobs_pending {pending}",
-                  "# HELP baton_ai_dialogs_active AI chat steps holding a dialog.",
-                  "# TYPE baton_ai_dialogs_active gauge", f"baton_ai_dialogs_active {talking}"]
+        lines += _gauge("baton_jobs_pending", "Jobs waiting or running (delayed and held ones included).", pending)
+        lines += _gauge("baton_jobs_due", "Jobs due now that no worker holds yet.", due)
+        lines += _gauge("baton_jobs_running", "Jobs a worker holds right now.", running)
+        lines += _gauge("baton_ai_dialogs_active", "AI chat steps holding a dialog.", talking)
         return Response("\n".join(lines) + "\n", mimetype="text/plain; version=0.0.4")
+
+
+def _gauge(name: str, help_text: str, value: int) -> list[str]:
+    return [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {value}"]

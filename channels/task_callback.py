@@ -1,4 +1,4 @@
-"""``POST /tasks/{task_id}/callback``: an external CRM completes a headless user task (INTERFACE.md §7).
+"""``POST /tasks/{task_id}/callback``: an external CRM completes a headless user task.
 
 The credential is the task's callback token (``X-Callback-Token``), sent once in its
 ``task.created`` event; no API key. The body is ``{"result": {...}}`` (``result`` optional, as in

@@ -9,8 +9,9 @@ from __future__ import annotations
 from flask import Blueprint, jsonify, request
 
 from channels.http import parse_json_object
-from engine import auth, conversations
-from engine.chat_operators import MAX_TEXT
+from engine import auth
+from engine.chat import conversations
+from engine.chat.outbox import MAX_TEXT
 from engine.errors import BadRequestError, NotFoundError
 
 bp = Blueprint("webchat", __name__)

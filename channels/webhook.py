@@ -1,95 +1,115 @@
-"""``POST /webhooks/inbound/{webhook_id}``: a call starts the latest version of the route's process."""
+"""``POST /webhooks/inbound/{webhook_id}``: a call starts the latest version of the route's process.
+
+Two doors, one accept (``engine.webhooks.accept``): ``WebhookDoor``, a thin WSGI layer in front
+of Flask, takes every such call that carries a Content-Length within the limit (the hottest
+request Baton serves: Flask's request and routing layers cost more than the accept itself); the
+Flask route takes the rest (a chunked body, an oversized one, debug mode). Both read the body
+the same way and render errors with ``BatonError.to_http()``.
+"""
 from __future__ import annotations
 
 import io
 import json
 import logging
+from http import HTTPStatus
+from functools import partial
+from urllib.parse import parse_qsl
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, current_app, jsonify, request
 
-from engine import webhooks
 from channels.http import parse_json_object
-from engine.errors import BadRequestError
+from engine import webhooks
+from engine.errors import BadRequestError, BatonError
+from engine.store.db import db
 
 bp = Blueprint("webhook", __name__)
 log = logging.getLogger("baton.webhook")
 
-
-def _variables(body: bytes) -> dict:
-    """JSON object, form fields (strings) or nothing at all."""
-    if not body.strip():
-        return {}
-    mimetype = request.mimetype
-    if mimetype == "application/x-www-form-urlencoded":
-        return {key: value for key, value in request.form.items()}
-    if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
-        raise BadRequestError(f"Unsupported Content-Type '{mimetype}': send application/json "
-                           "or application/x-www-form-urlencoded.")
-    return parse_json_object(body)
+PREFIX = "/webhooks/inbound/"
 
 
-@bp.post("/webhooks/inbound/<webhook_id>")
+def read_variables(body: bytes, mimetype: str | None) -> dict | BadRequestError:
+    """A JSON object, form fields (strings, the first of repeated names) or nothing at all; or the
+    error that says why the body is none of these."""
+    try:
+        if not body.strip():
+            return {}
+        if mimetype == "application/x-www-form-urlencoded":
+            fields: dict[str, str] = {}
+            for name, value in parse_qsl(body.decode("utf-8"), keep_blank_values=True):
+                fields.setdefault(name, value)
+            return fields
+        if mimetype and mimetype != "application/json" and not mimetype.endswith("+json"):
+            raise BadRequestError(f"Unsupported Content-Type '{mimetype}': send application/json "
+                                  "or application/x-www-form-urlencoded.")
+        return parse_json_object(body)
+    except UnicodeDecodeError:
+        return BadRequestError("The form body is not valid UTF-8.")
+    except BadRequestError as exc:
+        return exc
+
+
+def _call(webhook_id: str, body: bytes, mimetype: str | None, headers) -> webhooks.WebhookCall:
+    return webhooks.WebhookCall(webhook_id, body, read_variables(body, mimetype),
+                                signature=headers.get("X-Baton-Signature"),
+                                idempotency_key=headers.get("Idempotency-Key"))
+
+
+@bp.post(PREFIX + "<webhook_id>")
 def inbound(webhook_id: str):
-    route = webhooks.find_route(webhook_id)
-    body = request.get_data(cache=True)
-    webhooks.verify_signature(route, body, request.headers.get("X-Baton-Signature"))
-    variables = _variables(body)
-    answer = webhooks.start_from_webhook(route, variables, request.headers.get("Idempotency-Key"))
+    body = request.get_data(cache=False)
+    call = _call(webhook_id, body, request.mimetype or None, request.headers)
+    answer = webhooks.accept(call, engine=db.engine, wakers=current_app.extensions["baton"].wakers)
     response = jsonify(answer)
     response.status_code = 202
     return response
 
 
-class LeanWebhookStart:
-    """WSGI middleware in front of Flask for the common webhook call, the hottest request Baton
-    serves: ``POST /webhooks/inbound/{id}`` with a JSON object body, a Content-Length within the
-    limit, no Idempotency-Key, on a route without a secret. It skips Flask's request, routing and
-    ORM layers (``webhooks.start_plain``: one read, two inserts, one commit) and answers exactly
-    what ``inbound`` answers. Anything else, or anything unexpected on the way (a body that is
-    not a JSON object, an unknown route, a database error before the commit), goes to Flask
-    untouched (the body is handed on), so every error answer and edge case stays the full path's.
-    """
+class _Headers:
+    """The two headers the accept reads, from a WSGI environ."""
 
-    PREFIX = "/webhooks/inbound/"
+    def __init__(self, environ):
+        self.environ = environ
 
-    def __init__(self, wsgi_app, engine, max_body_bytes: int):
+    def get(self, name: str):
+        return self.environ.get("HTTP_" + name.upper().replace("-", "_"))
+
+
+class WebhookDoor:
+    """WSGI middleware: ``POST /webhooks/inbound/{id}`` with a Content-Length within the limit is
+    accepted here; anything else goes to Flask untouched."""
+
+    def __init__(self, wsgi_app, engine, wakers, max_body_bytes: int):
         self.wsgi_app = wsgi_app
-        self.engine = engine
+        self.accept = partial(webhooks.accept, engine=engine, wakers=wakers)
         self.max_body_bytes = max_body_bytes
 
     def __call__(self, environ, start_response):
-        if environ.get("REQUEST_METHOD") == "POST" and environ.get("PATH_INFO", "").startswith(self.PREFIX):
-            answer = self._start(environ)
-            if answer is not None:
-                body = (json.dumps(answer, separators=(",", ":")) + "\n").encode()
-                start_response("202 ACCEPTED", [("Content-Type", "application/json"),
-                                                ("Content-Length", str(len(body)))])
-                return [body]
-        return self.wsgi_app(environ, start_response)
-
-    def _start(self, environ) -> dict | None:
-        webhook_id = environ["PATH_INFO"][len(self.PREFIX):]
-        if not webhook_id or "/" in webhook_id or "HTTP_IDEMPOTENCY_KEY" in environ \
+        path = environ.get("PATH_INFO", "")
+        if environ.get("REQUEST_METHOD") != "POST" or not path.startswith(PREFIX) \
                 or "HTTP_TRANSFER_ENCODING" in environ:
-            return None
-        if environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower() != "application/json":
-            return None
+            return self.wsgi_app(environ, start_response)
+        webhook_id = path[len(PREFIX):]
         try:
-            length = int(environ.get("CONTENT_LENGTH") or "")
+            length = int(environ.get("CONTENT_LENGTH") or "0")
         except ValueError:
-            return None
-        if not 0 < length <= self.max_body_bytes:
-            return None
-        body = environ["wsgi.input"].read(length)
-        environ["wsgi.input"] = io.BytesIO(body)  # Flask reads it again if the call falls through
-        if len(body) != length or not body.strip():
-            return None
+            length = -1
+        if not webhook_id or "/" in webhook_id or not 0 <= length <= self.max_body_bytes:
+            return self.wsgi_app(environ, start_response)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        if len(body) != length:  # the client sent less than it announced
+            return self.wsgi_app(environ, start_response)
+        mimetype = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower() or None
         try:
-            variables = parse_json_object(body)
-        except BadRequestError:
-            return None
-        try:
-            return webhooks.start_plain(self.engine, webhook_id, variables)
-        except Exception:  # nothing was committed: the full path tries and answers
-            log.warning("lean webhook start failed; handing the call to the full path", exc_info=True)
-            return None
+            status, answer = 202, self.accept(_call(webhook_id, body, mimetype, _Headers(environ)))
+        except BatonError as exc:
+            status, answer = exc.to_http()
+        except Exception:
+            log.exception("webhook %s failed", webhook_id[:16])
+            status, answer = BatonError().to_http()
+        payload = (json.dumps(answer, separators=(",", ":")) + "\n").encode()
+        start_response(f"{status} {HTTPStatus(status).phrase}",
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+        return [payload]
+

@@ -1,1 +1,38 @@
-"""The engine: the only layer that advances process instances and owns their state."""
+"""The engine: the only layer that advances process instances and owns their state.
+
+A request enters in ``rpc/`` or ``channels/`` and calls a use case here; the use case writes the
+state change and the job it causes in one transaction; a worker claims the job and the runner
+advances the instance; calls to other servers go out from ``outbound``. The map (the layering
+test, tests/unit/test_layering.py, holds every module to it):
+
+    package     owns                                                          may import (of engine)
+    (top)       use cases: auth, definitions, instances, tasks, webhooks,     anything below
+                forms, errors
+    store/      models, database setup, the one write path, paging,           errors
+                instance state and its version
+    jobs/       the queue (claim, finish, retry policy), job kinds, wakers,   errors, store
+                the worker pool and worker processes
+    sandbox/    expressions, script hosts and their protocol, the             errors
+                SpiffWorkflow script engine
+    outbound/   the SSRF guard, HTTP calls, signed durable delivery,          errors, store, jobs
+                HTTP service tasks
+    chat/       channel configurations, conversations, the outbox of an       errors, store, jobs, outbound
+                advance, AI dialogs, messengers
+    runtime/    the runner (the only code that steps SpiffWorkflow), events,  errors, store, jobs, sandbox,
+                stepping and guardrails, outcome, human-task rows, timer       outbound, chat
+                starts
+
+Nothing in engine/ imports ``rpc``, ``channels``, ``console`` or ``app``; only ``store`` touches
+Flask (the database extension lives there). ``bpmn/`` imports only ``errors`` and ``sandbox`` of
+the engine; ``ai/`` imports nothing of Baton.
+"""
+
+# What each sub-package may import of engine/ (itself always); "top" is engine's own modules.
+LAYERS = {
+    "store": ("errors",),
+    "jobs": ("errors", "store"),
+    "sandbox": ("errors",),
+    "outbound": ("errors", "store", "jobs"),
+    "chat": ("errors", "store", "jobs", "outbound"),
+    "runtime": ("errors", "store", "jobs", "sandbox", "outbound", "chat"),
+}

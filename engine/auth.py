@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 from sqlalchemy import select
 
-from engine.db import db, iso, utcnow
+from engine.store.db import db, iso, utcnow
 from engine.errors import ConflictError, ForbiddenError, InvalidParamsError, NotFoundError, UnauthorizedError
-from engine.models import ApiKey, Tenant
-from engine.paging import page_of
+from engine.store.models import ApiKey, Tenant
+from engine.store.paging import page_of
 
 ADMIN = "admin"
 # Method groups that need ``admin``: a key granted ``definition.*`` would be granted nothing.

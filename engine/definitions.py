@@ -10,14 +10,15 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
 from bpmn import parse_definition
-from engine import channels, timer_starts
-from engine.db import db, iso
+from engine.chat import channel_configs
 from engine.errors import BpmnValidationError, InvalidParamsError, NotFoundError
-from engine.models import Definition, WebhookRoute
-from engine.paging import page_of
+from engine.runtime import timer_starts
+from engine.store.db import db, iso
+from engine.store.models import Definition, WebhookRoute
+from engine.store.paging import page_of
 
 _CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
-CHANNEL_TRIGGERS = channels.TYPES  # the start event triggers that name a channel
+CHANNEL_TRIGGERS = channel_configs.TYPES  # the start event triggers that name a channel
 
 
 def new_webhook_id() -> str:
@@ -36,7 +37,7 @@ def deploy(tenant_id: int, xml: str, code: str | None, *, public_url: str) -> di
         raise InvalidParamsError("Parameter 'code' must be 1 to 200 letters, digits, '_', '.' or '-'.")
     _refuse_several_starts(parsed)
     # A start event's channel (config id or name) must exist, of the trigger's type.
-    bound = channels.resolve_start_channels(tenant_id, parsed.start_events, CHANNEL_TRIGGERS)
+    bound = channel_configs.resolve_start_channels(tenant_id, parsed.start_events, CHANNEL_TRIGGERS)
     for attempt in range(3):  # two deploys of one code at once: the loser takes the next version
         try:
             return _store(tenant_id, xml, code, parsed, public_url, bound)

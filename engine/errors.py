@@ -18,11 +18,19 @@ Flask error handlers (``channels/http.py``).
     ├── UnauthorizedError     -32603 unauthorized      401
     ├── ForbiddenError        -32603 forbidden         403  (data.permission)
     ├── PayloadTooLargeError  -32600 payload_too_large 413
+    ├── MethodNotAllowedError -32600 method_not_allowed 405 (GET on the JSON-RPC endpoint, ...)
+    ├── HttpStatusError       -32600 (its own word)    (its status)  what the web layer refuses by itself
     ├── CallActivityError     a call activity names a process that is not deployed (fails its instance)
     ├── OperatorError         an operator service task failed, e.g. HTTP after its retries (fails its instance)
     ├── ScriptError           a sandboxed script/condition/template failed (fails its instance)
-    │   └── SandboxLimitError     it broke the time or memory limit
+    │   ├── SandboxLimitError     it broke the time or memory limit
+    │   └── GuardrailError        the instance grew past a safety limit (steps, depth, time)
     └── OutboundError         -32603 outbound_failed   502  an outbound HTTP call failed (connect, timeout, size)
+        └── CallFailedError       an HTTP task's call failed: retryable or not, with the server's Retry-After
+
+Errors that fail an instance (CallActivityError, OperatorError, ScriptError) never reach a caller
+as such: the instance's ``error`` carries their message. The wire forms are ``to_rpc()`` (the
+``error`` object of a JSON-RPC answer) and ``to_http()`` (status and body of any other endpoint).
 """
 from __future__ import annotations
 
@@ -44,6 +52,18 @@ class BatonError(Exception):
     def rpc_data(self) -> dict[str, Any]:
         """The ``error.data`` object of a JSON-RPC answer."""
         return {"reason": self.reason, **self.data}
+
+    def to_rpc(self) -> dict[str, Any]:
+        """The ``error`` object of a JSON-RPC answer: code, message and ``data.reason`` (+ details)."""
+        return {"code": self.rpc_code, "message": self.message, "data": self.rpc_data()}
+
+    def to_http(self) -> tuple[int, dict[str, Any]]:
+        """The HTTP status and JSON body of any endpoint but JSON-RPC:
+        ``{"error": {"code": "<reason>", "message": "<sentence>"}}`` (plus ``errors`` for a BPMN refusal)."""
+        body: dict[str, Any] = {"code": self.reason, "message": self.message}
+        if "errors" in self.data:
+            body["errors"] = self.data["errors"]
+        return self.http_status, {"error": body}
 
 
 class ParseError(BatonError):
@@ -140,6 +160,28 @@ class PayloadTooLargeError(BatonError):
     http_status = 413
 
 
+class MethodNotAllowedError(BatonError):
+    """This HTTP method is not allowed here."""
+
+    rpc_code = -32600
+    reason = "method_not_allowed"
+    http_status = 405
+
+    def __init__(self, allowed: tuple[str, ...], message: str | None = None):
+        super().__init__(message or f"Use {' or '.join(allowed)}.", data={"allowed": list(allowed)})
+        self.allowed = allowed
+
+
+class HttpStatusError(BatonError):
+    """The request was refused."""
+
+    rpc_code = -32600
+
+    def __init__(self, status: int, reason: str, message: str | None = None):
+        super().__init__(message)
+        self.http_status, self.reason = status, reason
+
+
 class CallActivityError(BatonError):
     """A call activity names a process that is not deployed."""
 
@@ -164,6 +206,12 @@ class SandboxLimitError(ScriptError):
     reason = "sandbox_limit"
 
 
+class GuardrailError(ScriptError):
+    """The instance grew past a safety limit and was stopped."""
+
+    reason = "guardrail"
+
+
 class OutboundRefusedError(InvalidParamsError):
     """The outbound URL is not allowed."""
 
@@ -175,3 +223,14 @@ class OutboundError(BatonError):
 
     reason = "outbound_failed"
     http_status = 502
+
+
+class CallFailedError(OutboundError):
+    """An HTTP task's call failed (a refused URL, no answer, or a status other than 2xx)."""
+
+    reason = "call_failed"
+
+    def __init__(self, message: str, *, retryable: bool, retry_after_s: float | None = None,
+                 status: int | None = None):
+        super().__init__(message)
+        self.retryable, self.retry_after_s, self.status = retryable, retry_after_s, status

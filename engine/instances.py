@@ -7,22 +7,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import bindparam, delete, insert, select, update
+from sqlalchemy import delete, select, update
 
-from engine import chat_operators, jobs, tasks
-from engine.db import db, iso, utcnow
+from engine import jobs, tasks
+from engine.chat import outbox
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
-from engine.models import Definition, Instance, Job
-from engine.paging import page_of
-from engine.runner import MESSAGE, RETRY, START
+from engine.jobs.kinds import MESSAGE, RETRY, START
+from engine.store import writes
+from engine.store.db import db, iso, utcnow
+from engine.store.models import Definition, Instance, Job
+from engine.store.paging import page_of
 
 STATUSES = ("running", "completed", "cancelled", "failed")
 _QUEUED = "message_queued"  # a waiting_for entry already claimed by an accepted message
-# A start is the hottest write: a prebuilt insert returning the id, without an ORM flush.
-_INSERT = (insert(Instance.__table__)
-           .values(tenant_id=bindparam("tenant_id"), definition_id=bindparam("definition_id"),
-                   variables=bindparam("variables"), status="running", waiting_for=[])
-           .returning(Instance.__table__.c.id))
 
 
 def resolve_definition(tenant_id: int, reference: int | str) -> Definition:
@@ -44,9 +41,8 @@ def start(tenant_id: int, definition: Definition, variables: dict[str, Any] | No
     """Create a running instance and its start job in the current transaction."""
     if variables is not None and not isinstance(variables, dict):
         raise InvalidParamsError("Parameter 'variables' must be an object.")
-    instance_id = db.session.connection().execute(_INSERT, {
-        "tenant_id": tenant_id, "definition_id": definition.id, "variables": dict(variables or {})}).scalar_one()
-    jobs.enqueue(tenant_id, START, instance_id=instance_id, payload={"variables": variables or {}})
+    instance_id = writes.create_instance(writes.SessionExecutor(), tenant_id, definition.id, dict(variables or {}),
+                                         START)
     answer = {"instance_id": instance_id, "status": "running", "definition_id": definition.id}
     if commit:
         db.session.commit()
@@ -95,7 +91,7 @@ def cancel(tenant_id: int, instance_id: int) -> dict[str, Any]:
                     revision=Instance.revision + 1))
         db.session.execute(delete(Job).where(Job.instance_id == instance.id))
         tasks.cancel_open(instance.id)
-        chat_operators.close_for_instance(instance.id)
+        outbox.close_for_instance(instance.id)
         db.session.commit()
     return {"instance_id": instance.id, "status": "cancelled"}
 

@@ -1,115 +1,27 @@
-"""Human tasks: rows that open and close with the instance state, listing, and completion.
+"""Human tasks as callers see them: ``task.list``, ``task.complete`` and the CRM callback.
 
-``sync`` runs inside the runner's save transaction, so a task row appears or closes atomically
-with the state that caused it. ``complete`` marks the row completed and enqueues the job that
-continues the instance in one transaction; of two concurrent completions exactly one wins.
-
-**Headless tasks (INTERFACE.md §7).** A human task whose element has ``crm_webhook`` gets, when its
-row opens, a fresh callback token (32 random bytes, URL-safe) and a ``task.created`` delivery to
-that URL, queued in the same save transaction (``engine.delivery``: durable, retried, in order per
-instance). Only the token's SHA-256 is kept on the row; the token itself appears only in the event
-(and so in the delivery's stored body until it is sent). ``complete_by_callback`` checks a
-presented token against the hash in constant time, then applies exactly the rules of
-``task.complete`` (one shared ``_complete``).
-
-*Signing.* The event is signed (``X-Baton-Signature``, §4.3) with the task's own callback token.
-The contract defines no per-tenant or per-task secret the CRM could know in advance, and putting one
-in the BPMN file would leak it to everyone who can read the model. What this signature proves is
-therefore limited, and we say so plainly: it proves the body was not altered in transit *relative
-to the token it carries*; it does **not** prove on its own that Baton sent it (a forger can pick a
-token and sign with it). Origin is proven on the way back: a forged event carries a token Baton
-never issued, so the CRM's callback with it is refused (401/404). A CRM should therefore accept
-``callback_url`` only under the Baton base URL it was configured with, and treat a task as real only
-once a callback (or ``task.complete``) succeeds.
+Both ways of completing apply one set of rules (``_complete``): the row is marked completed and
+the job that continues the instance is queued in one transaction; of two concurrent completions
+exactly one wins. The rows themselves open and close with the instance state
+(``engine.runtime.human_tasks``).
 """
 from __future__ import annotations
 
-import hashlib
 import hmac
-import logging
-import secrets
 from typing import Any
 
-from SpiffWorkflow.bpmn.specs.mixins.manual_task import ManualTask
-from SpiffWorkflow.bpmn.specs.mixins.user_task import UserTask
-from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
-from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import func, literal_column, select, union_all, update
 from sqlalchemy.orm import aliased
 
-from flask import current_app
-
-from engine import delivery, jobs
-from engine.db import db, is_postgres, iso, utcnow
+from engine import jobs
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.forms import validate_result
-from engine.models import Conversation, Instance, Task
+from engine.jobs.kinds import COMPLETE_TASK
+from engine.runtime.human_tasks import hash_token
+from engine.store.db import db, is_postgres, iso, utcnow
+from engine.store.models import Conversation, Instance, Task
 
-log = logging.getLogger("baton.tasks")
-
-COMPLETE_TASK = "complete_task"
 STATUSES = ("in_progress", "completed", "cancelled")
-TASK_CREATED = "task.created"
-CRM_WEBHOOK = "crm_webhook"
-
-
-def is_human(task_spec) -> bool:
-    return isinstance(task_spec, (UserTask, ManualTask))
-
-
-def sync(tenant_id: int, instance_id: int, definition_id: int, workflow: BpmnWorkflow | None) -> None:
-    """Open a row for every ready human task; cancel open rows whose task is no longer ready."""
-    ready = {}
-    if workflow is not None:
-        ready = {str(t.id): t for t in workflow.get_tasks(state=TaskState.READY) if is_human(t.task_spec)}
-    known = dict(db.session.execute(
-        select(Task.spiff_task_id, Task.status).where(Task.instance_id == instance_id)).all())
-    gone = [spiff_id for spiff_id, status in known.items() if status == "in_progress" and spiff_id not in ready]
-    if gone:
-        db.session.execute(update(Task).where(Task.instance_id == instance_id, Task.spiff_task_id.in_(gone))
-                           .values(status="cancelled", completed_at=utcnow()))
-    reopened = [spiff_id for spiff_id in ready if known.get(spiff_id) == "cancelled"]
-    if reopened:  # ready again after process.retry: the failure had cancelled the row
-        db.session.execute(update(Task).where(Task.instance_id == instance_id, Task.spiff_task_id.in_(reopened))
-                           .values(status="in_progress", completed_at=None))
-    for spiff_id, task in ready.items():
-        if spiff_id in known:
-            continue
-        extensions = task.task_spec.extensions
-        row = Task(
-            tenant_id=tenant_id, instance_id=instance_id, definition_id=definition_id,
-            spiff_task_id=spiff_id, element_id=task.task_spec.bpmn_id,
-            name=task.task_spec.bpmn_name, status="in_progress",
-            form=extensions.get("form") or [], buttons=extensions.get("buttons") or [],
-            variables=dict(task.data))
-        db.session.add(row)
-        crm_webhook = ((extensions.get("properties") or {}).get(CRM_WEBHOOK) or "").strip()
-        if crm_webhook:
-            _announce(row, crm_webhook)
-
-
-def hash_token(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
-
-
-def callback_url(public_url: str, task_id: int) -> str:
-    return f"{public_url.rstrip('/')}/tasks/{task_id}/callback"
-
-
-def _announce(row: Task, url: str) -> None:
-    """Give a headless task its callback token and queue its ``task.created`` event (same transaction)."""
-    token = secrets.token_urlsafe(32)
-    row.callback_token_hash = hash_token(token)
-    db.session.flush()  # the row's id, for the event and the callback URL
-    payload = {"event": TASK_CREATED, "task_id": row.id, "instance_id": row.instance_id, "name": row.name,
-               "form": row.form or [], "buttons": row.buttons or [], "variables": row.variables or {},
-               "callback_url": callback_url(current_app.extensions["baton"].settings.public_url, row.id),
-               "callback_token": token}
-    try:
-        delivery.queue(row.tenant_id, url=url, payload=payload, secret=token,
-                       ordering_key=f"crm:instance:{row.instance_id}", channel_id=None, event=TASK_CREATED)
-    except ValueError as exc:  # a URL too long for the column, or variables JSON cannot carry
-        log.warning("task %s: task.created for %s not queued: %s", row.id, url, exc)
 
 
 def cancel_open(instance_id: int) -> None:

@@ -1,177 +1,139 @@
-"""Webhook starts: the secret route id, the optional inbound signature, idempotency keys."""
+"""Webhook starts: one ``accept`` for every inbound call, whichever door it came
+through, and the routes' administration (``webhook.list``, ``webhook.rotate``, ``webhook.update``).
+
+A call starts the latest version of its route's code: one read of the route with that version,
+the optional signature check, the optional ``Idempotency-Key`` (the first answer is replayed for
+24 hours), the instance and its start job, one commit, in a short transaction of its own
+(``engine.store.writes.short_transaction``).
+"""
 from __future__ import annotations
 
 import hashlib
 import hmac
-import logging
-from collections import Counter, namedtuple
+from collections import namedtuple
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Callable
 
-from sqlalchemy import and_, bindparam, delete, select, text
+from sqlalchemy import and_, bindparam, delete, insert, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
-from engine import instances, jobs
-from engine.db import DriverStatement, db, iso, sqlite_write, utcnow
 from engine.definitions import new_webhook_id, webhook_url
-from engine.errors import BadRequestError, InvalidParamsError, NotFoundError, UnauthorizedError
-from engine.models import Definition, IdempotencyRecord, WebhookRoute
-from engine.paging import page_of
-from engine.runner import START
-
-log = logging.getLogger("baton.webhooks")
+from engine.errors import BadRequestError, BatonError, InvalidParamsError, NotFoundError, UnauthorizedError
+from engine.jobs.kinds import START
+from engine.store import writes
+from engine.store.db import db, iso, utcnow
+from engine.store.models import Definition, IdempotencyRecord, WebhookRoute
+from engine.store.paging import page_of
+from engine.store.statements import Statement
 
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
+MAX_IDEMPOTENCY_KEY = 255
+MAX_WEBHOOK_ID = 64  # the column's size
+
+
+@dataclass(frozen=True)
+class WebhookCall:
+    """An inbound call as the door read it. ``variables`` is the decoded body, or the error that
+    decoding it raised: it is raised only after the route and the signature are checked, so an
+    unknown route answers 404 and a bad signature 401 whatever the body."""
+
+    webhook_id: str
+    body: bytes
+    variables: dict[str, Any] | BatonError
+    signature: str | None = None
+    idempotency_key: str | None = None
 
 
 def signature_of(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
-def find_route(webhook_id: str) -> WebhookRoute:
-    route = db.session.execute(
-        select(WebhookRoute).where(WebhookRoute.webhook_id == webhook_id)).scalar_one_or_none()
-    if route is None:
-        raise NotFoundError("Unknown webhook.")
-    return route
-
-
-def verify_signature(route: WebhookRoute, body: bytes, signature: str | None) -> None:
-    if route.secret is None:
-        return
-    if not signature or not hmac.compare_digest(signature.strip().lower().encode(),
-                                                signature_of(route.secret, body).encode()):
-        raise UnauthorizedError("The X-Baton-Signature header is missing or does not match the body.")
-
-
-def start_from_webhook(route: WebhookRoute, variables: dict[str, Any],
-                       idempotency_key: str | None) -> dict[str, Any]:
-    """Start the latest version of the route's code; replay the first answer for a known key."""
-    if idempotency_key is not None:
-        if not 1 <= len(idempotency_key) <= 255:
-            raise BadRequestError("The Idempotency-Key header must be 1 to 255 characters.")
-        earlier = _earlier_answer(route.id, idempotency_key)
-        if earlier is not None:
-            return earlier
-    definition = instances.resolve_definition(route.tenant_id, route.code)
-    if not any(s["element_id"] == route.start_event_id and s["trigger"] == "webhook"
-               for s in definition.start_events):
-        raise NotFoundError("This webhook's start event is not in the latest version of its process.")
-    answer = instances.start(route.tenant_id, definition, variables, commit=False)
-    if idempotency_key is None:
-        db.session.commit()
-        return answer
-    # Keys older than the window are forgotten here, so the table stays as small as a day of calls.
-    db.session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.created_at < utcnow() - IDEMPOTENCY_WINDOW))
-    db.session.add(IdempotencyRecord(route_id=route.id, key=idempotency_key, response=answer))
-    try:
-        db.session.commit()
-    except IntegrityError:  # the same key raced in: the first one won, answer with its result
-        db.session.rollback()
-        return _earlier_answer(route.id, idempotency_key)
-    return answer
-
-
-_routes, _definitions = WebhookRoute.__table__, Definition.__table__
-# The route and the latest version of its code in one statement (what find_route and
-# resolve_definition read, in two ORM queries, on the full path).
-_ROUTE_AND_LATEST = (
-    select(_routes.c.tenant_id, _routes.c.secret, _routes.c.start_event_id,
+_routes, _definitions, _records = WebhookRoute.__table__, Definition.__table__, IdempotencyRecord.__table__
+_Route = namedtuple("_Route", "route_id tenant_id secret start_event_id definition_id start_events")
+# The route and the latest version of its code, in one statement.
+_ROUTE_AND_LATEST = Statement(
+    select(_routes.c.id, _routes.c.tenant_id, _routes.c.secret, _routes.c.start_event_id,
            _definitions.c.id.label("definition_id"), _definitions.c.start_events)
     .select_from(_routes.join(_definitions, and_(_definitions.c.tenant_id == _routes.c.tenant_id,
                                                  _definitions.c.code == _routes.c.code)))
     .where(_routes.c.webhook_id == bindparam("webhook_id"))
     .order_by(_definitions.c.version.desc()).limit(1))
-_NOTIFY = text(f"SELECT pg_notify('{jobs.NOTIFY_CHANNEL}', '{START}')")
+_EARLIER = Statement(select(_records.c.id, _records.c.response, _records.c.created_at)
+                     .where(_records.c.route_id == bindparam("route_id"), _records.c.key == bindparam("key")))
+_FORGET = Statement(delete(_records).where(_records.c.id == bindparam("id")))
+_FORGET_EXPIRED = Statement(delete(_records).where(_records.c.created_at < bindparam("cutoff")))
+_REMEMBER = Statement(insert(_records).values(route_id=bindparam("route_id"), key=bindparam("key"),
+                                              response=bindparam("response"), created_at=bindparam("created_at")))
 
 
-def start_plain(engine: Engine, webhook_id: str, variables: dict[str, Any]) -> dict[str, Any] | None:
-    """The common webhook start (no secret, no idempotency key) in one short transaction on a
-    plain connection: one read for the route and its latest definition, the instance row and its
-    start job, commit. Same rows and answer as ``start_from_webhook``.
+def accept(call: WebhookCall, *, engine: Engine, wakers: Callable | None) -> dict[str, Any]:
+    """Start the latest version of the route's code, or replay the first answer to a known key.
 
-    None when the call is not the common case (unknown route, a route with a secret, the start
-    event gone from the latest version): nothing was written and the full path answers it.
+    NotFoundError (unknown route, or its start event gone from the latest version), UnauthorizedError
+    (signature), BadRequestError (body, Idempotency-Key); nothing is written then.
     """
-    if engine.dialect.name == "sqlite":
-        answer = _start_plain_sqlite(engine, webhook_id, variables)
-    else:
-        answer = _start_plain_core(engine, webhook_id, variables)
-    if answer is None:
-        return None
+    key = call.idempotency_key
+    if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
+        raise BadRequestError(f"The Idempotency-Key header must be 1 to {MAX_IDEMPOTENCY_KEY} characters.")
     try:
-        jobs.wake_local(Counter({START: 1}))
-    except Exception:  # the start is committed; a worker finds it at its next look
-        log.exception("waking the workers failed")
+        with writes.short_transaction(engine, wakers) as executor:
+            return _start(executor, call)
+    except (IntegrityError, engine.dialect.loaded_dbapi.IntegrityError):
+        if key is None:
+            raise
+    # The same key raced in on another connection and won: answer with its result.
+    with writes.short_transaction(engine, wakers) as executor:
+        route = _route(executor, call.webhook_id)
+        earlier = _earlier_answer(executor, route.route_id, key)
+    if earlier is None:
+        raise BatonError()
+    return earlier
+
+
+def _route(executor: writes.Executor, webhook_id: str) -> _Route:
+    if len(webhook_id) > MAX_WEBHOOK_ID or "\x00" in webhook_id:  # no such id can exist
+        raise NotFoundError("Unknown webhook.")
+    found = executor.rows(_ROUTE_AND_LATEST, {"webhook_id": webhook_id})
+    if not found:
+        raise NotFoundError("Unknown webhook.")
+    return _Route(*found[0])
+
+
+def _start(executor: writes.Executor, call: WebhookCall) -> dict[str, Any]:
+    route = _route(executor, call.webhook_id)
+    if route.secret is not None and not (call.signature and hmac.compare_digest(
+            call.signature.strip().lower().encode(), signature_of(route.secret, call.body).encode())):
+        raise UnauthorizedError("The X-Baton-Signature header is missing or does not match the body.")
+    if isinstance(call.variables, BatonError):
+        raise call.variables
+    if call.idempotency_key is not None:
+        earlier = _earlier_answer(executor, route.route_id, call.idempotency_key)
+        if earlier is not None:
+            return earlier
+    if not any(s["element_id"] == route.start_event_id and s["trigger"] == "webhook" for s in route.start_events):
+        raise NotFoundError("This webhook's start event is not in the latest version of its process.")
+    instance_id = writes.create_instance(executor, route.tenant_id, route.definition_id, call.variables, START)
+    answer = {"instance_id": instance_id, "status": "running", "definition_id": route.definition_id}
+    if call.idempotency_key is not None:
+        now = utcnow()
+        # Keys older than the window are forgotten here, so the table stays as small as a day of calls.
+        executor.count(_FORGET_EXPIRED, {"cutoff": now - IDEMPOTENCY_WINDOW})
+        executor.count(_REMEMBER, {"route_id": route.route_id, "key": call.idempotency_key, "response": answer,
+                                   "created_at": now})
     return answer
 
 
-def _route_accepts(row) -> bool:
-    return row is not None and row.secret is None and any(
-        s["element_id"] == row.start_event_id and s["trigger"] == "webhook" for s in row.start_events)
-
-
-_ROUTE_AND_LATEST_DRIVER = DriverStatement(_ROUTE_AND_LATEST)
-_INSERT_INSTANCE_DRIVER = DriverStatement(instances._INSERT)
-_INSERT_JOB_DRIVER = DriverStatement(jobs._INSERT)
-
-
-class _NotPlain(Exception):
-    """The call is not the common case: roll back (nothing was written) and let the full path answer."""
-
-
-def _start_plain_sqlite(engine: Engine, webhook_id: str, variables: dict[str, Any]) -> dict[str, Any] | None:
-    """``start_plain`` on SQLite: the same statements, on the driver connection (``sqlite_write``),
-    without SQLAlchemy's per-statement and per-transaction machinery (half the accept's CPU)."""
-    dialect = engine.dialect
-    try:
-        with sqlite_write(engine) as connection:
-            found = _ROUTE_AND_LATEST_DRIVER.execute(connection, dialect, {"webhook_id": webhook_id})
-            row = _Route(*found[0]) if found else None
-            if not _route_accepts(row):
-                raise _NotPlain()
-            [(instance_id,)] = _INSERT_INSTANCE_DRIVER.execute(connection, dialect, {
-                "tenant_id": row.tenant_id, "definition_id": row.definition_id, "variables": variables})
-            _INSERT_JOB_DRIVER.execute(connection, dialect, {
-                "tenant_id": row.tenant_id, "instance_id": instance_id, "kind": START,
-                "payload": {"variables": variables}, "run_at": utcnow()})
-    except _NotPlain:
+def _earlier_answer(executor: writes.Executor, route_id: int, key: str) -> dict[str, Any] | None:
+    found = executor.rows(_EARLIER, {"route_id": route_id, "key": key})
+    if not found:
         return None
-    return {"instance_id": instance_id, "status": "running", "definition_id": row.definition_id}
-
-
-_Route = namedtuple("_Route", "tenant_id secret start_event_id definition_id start_events")
-
-
-def _start_plain_core(engine: Engine, webhook_id: str, variables: dict[str, Any]) -> dict[str, Any] | None:
-    with engine.connect() as connection:
-        row = connection.execute(_ROUTE_AND_LATEST, {"webhook_id": webhook_id}).first()
-        if not _route_accepts(row):
-            connection.rollback()
-            return None
-        instance_id = connection.execute(instances._INSERT, {
-            "tenant_id": row.tenant_id, "definition_id": row.definition_id, "variables": variables}).scalar_one()
-        connection.execute(jobs._INSERT, {
-            "tenant_id": row.tenant_id, "instance_id": instance_id, "kind": START,
-            "payload": {"variables": variables}, "run_at": utcnow()})
-        if connection.dialect.name == "postgresql":
-            connection.execute(_NOTIFY)
-        connection.commit()
-    return {"instance_id": instance_id, "status": "running", "definition_id": row.definition_id}
-
-
-def _earlier_answer(route_id: int, key: str) -> dict[str, Any] | None:
-    cutoff = utcnow() - IDEMPOTENCY_WINDOW
-    record = db.session.execute(select(IdempotencyRecord).where(
-        IdempotencyRecord.route_id == route_id, IdempotencyRecord.key == key)).scalar_one_or_none()
-    if record is None:
+    record_id, response, created_at = found[0]
+    if created_at < utcnow() - IDEMPOTENCY_WINDOW:
+        executor.count(_FORGET, {"id": record_id})
         return None
-    if record.created_at < cutoff:
-        db.session.execute(delete(IdempotencyRecord).where(IdempotencyRecord.id == record.id))
-        db.session.flush()
-        return None
-    return dict(record.response)
+    return dict(response)
 
 
 def _route_summary(route: WebhookRoute, public_url: str) -> dict[str, Any]:

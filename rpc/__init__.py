@@ -1,1 +1,2 @@
-"""The JSON-RPC API: one adapter over jsonrpcserver and one module per method group."""
+"""The JSON-RPC adapter: the endpoint (``endpoint``), the method table (``registry``, ``methods``),
+param checks (``params``), and one module per method group, each declaring its ``METHODS``."""

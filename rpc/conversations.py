@@ -1,13 +1,12 @@
 """conversation.* methods: operator replies, active conversations, a conversation's messages."""
 from __future__ import annotations
 
-from engine import channels, conversations
-from engine.chat_operators import MAX_TEXT
+from engine.chat import channel_configs, conversations
+from engine.chat.outbox import MAX_TEXT
 from rpc.params import optional_one_of, page_params, reject_unknown, require_int, require_str
-from rpc.registry import rpc_method
+from rpc.registry import RpcMethod
 
 
-@rpc_method("conversation.send")
 def send(ctx, params):
     reject_unknown(params, {"binding_id", "text"})
     binding_id = require_int(params, "binding_id")
@@ -15,18 +14,23 @@ def send(ctx, params):
     return conversations.send(ctx.tenant_id, binding_id, text)
 
 
-@rpc_method("conversation.list")
 def list_(ctx, params):
     reject_unknown(params, {"channel", "page", "per_page"})
     page, per_page = page_params(params)
     return conversations.list_conversations(
-        ctx.tenant_id, channel_type=optional_one_of(params, "channel", channels.TYPES),
+        ctx.tenant_id, channel_type=optional_one_of(params, "channel", channel_configs.TYPES),
         page=page, per_page=per_page)
 
 
-@rpc_method("conversation.messages")
 def messages(ctx, params):
     reject_unknown(params, {"binding_id", "page", "per_page"})
     page, per_page = page_params(params)
     return conversations.list_messages(ctx.tenant_id, require_int(params, "binding_id"),
                                        page=page, per_page=per_page)
+
+
+METHODS = (
+    RpcMethod("conversation.send", send),
+    RpcMethod("conversation.list", list_),
+    RpcMethod("conversation.messages", messages),
+)

@@ -4,12 +4,11 @@ Answers never carry a body or a secret: bodies may hold customer text, secrets s
 """
 from __future__ import annotations
 
-from engine import delivery
+from engine.outbound import delivery
 from rpc.params import optional_one_of, page_params, reject_unknown, require_int
-from rpc.registry import rpc_method
+from rpc.registry import RpcMethod
 
 
-@rpc_method("delivery.list", permission="admin")
 def delivery_list(ctx, params):
     reject_unknown(params, {"status", "page", "per_page"})
     page, per_page = page_params(params)
@@ -17,7 +16,12 @@ def delivery_list(ctx, params):
     return delivery.list_deliveries(ctx.tenant_id, status=status, page=page, per_page=per_page)
 
 
-@rpc_method("delivery.retry", permission="admin")
 def delivery_retry(ctx, params):
     reject_unknown(params, {"delivery_id"})
     return delivery.retry(ctx.tenant_id, require_int(params, "delivery_id"))
+
+
+METHODS = (
+    RpcMethod("delivery.list", delivery_list, "admin"),
+    RpcMethod("delivery.retry", delivery_retry, "admin"),
+)

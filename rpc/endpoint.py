@@ -25,7 +25,7 @@ from typing import Any
 from uuid import UUID
 
 from flask import Blueprint, Response, request
-from werkzeug.exceptions import RequestEntityTooLarge
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 with warnings.catch_warnings():
     # jsonrpcserver 5.0.9 reads its schema with importlib.resources.read_text, deprecated since 3.11.
@@ -34,29 +34,46 @@ with warnings.catch_warnings():
     from jsonrpcserver.response import to_serializable_one
 
 from engine.auth import authenticate
-from engine.db import db, iso
-from engine.errors import (BatonError, InvalidParamsError, InvalidRequestError, MethodNotFoundError,
-                           ParseError, PayloadTooLargeError, UnauthorizedError)
-from rpc.registry import METHODS, RpcContext
+from engine.errors import (BatonError, InvalidParamsError, InvalidRequestError, MethodNotAllowedError,
+                           MethodNotFoundError, ParseError, PayloadTooLargeError, UnauthorizedError)
+from engine.store.db import db, iso
+from rpc.registry import MethodTable, RpcContext
 
-bp = Blueprint("rpc", __name__)
 log = logging.getLogger("baton.rpc")
 
 _JSON = "application/json; charset=utf-8"
 _NO_ID = object()
 
 
-@bp.post("/v1/rpc")
-def rpc_v1() -> Response:
-    return _serve(legacy=False)
+def rpc_blueprint(methods: MethodTable, settings) -> Blueprint:
+    """The endpoint over ``methods`` (``/v1/rpc``, and ``/rpc``, the legacy path where ``process_id``
+    stands for ``definition_id``); ``settings`` reach the handlers in their context."""
+    bp = Blueprint("rpc", __name__)
+    verbs = ["GET", "POST", "PUT", "PATCH", "DELETE"]  # every verb is answered in JSON-RPC's shape
+
+    @bp.route("/v1/rpc", methods=verbs)
+    def rpc_v1() -> Response:
+        return _serve(methods, settings, legacy=False)
+
+    @bp.route("/rpc", methods=verbs)
+    def rpc_legacy() -> Response:
+        return _serve(methods, settings, legacy=True)
+
+    @bp.errorhandler(HTTPException)
+    def _http_error(error: HTTPException) -> Response:
+        # Whatever werkzeug raises inside this endpoint still answers in JSON-RPC's shape.
+        exc = PayloadTooLargeError() if error.code == 413 else InvalidRequestError(error.description or error.name)
+        return _reply(_error_answer(exc, None), exc.http_status)
+
+    return bp
 
 
-@bp.post("/rpc")
-def rpc_legacy() -> Response:
-    return _serve(legacy=True)
-
-
-def _serve(legacy: bool) -> Response:
+def _serve(methods: MethodTable, settings, legacy: bool) -> Response:
+    if request.method != "POST":
+        exc = MethodNotAllowedError(("POST",), "The JSON-RPC endpoint takes POST requests only.")
+        response = _reply(_error_answer(exc, None), exc.http_status)
+        response.headers["Allow"] = "POST"
+        return response
     try:
         principal = authenticate(request.headers.get("X-API-Key"))
     except UnauthorizedError as exc:
@@ -73,12 +90,12 @@ def _serve(legacy: bool) -> Response:
         payload = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return _reply(_error_answer(ParseError("The body is not valid JSON (UTF-8)."), None))
-    context = RpcContext(principal=principal, legacy=legacy)
+    context = RpcContext(principal=principal, settings=settings, legacy=legacy)
     if not isinstance(payload, list):
-        return _reply(_answer(payload, context))
+        return _reply(_answer(payload, context, methods))
     if not payload:
         return _reply(_error_answer(InvalidRequestError("A batch must contain at least one request."), None))
-    answers = [answer for answer in (_answer(item, context) for item in payload) if answer is not None]
+    answers = [answer for answer in (_answer(item, context, methods) for item in payload) if answer is not None]
     return _reply(answers or None)
 
 
@@ -95,11 +112,7 @@ def _reply(payload: Any, status: int = 200) -> Response:
 
 
 def _error_answer(exc: BatonError, request_id: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "error": _error_object(exc), "id": request_id}
-
-
-def _error_object(exc: BatonError) -> dict[str, Any]:
-    return {"code": exc.rpc_code, "message": exc.message, "data": exc.rpc_data()}
+    return {"jsonrpc": "2.0", "error": exc.to_rpc(), "id": request_id}
 
 
 def _is_valid_id(value: Any) -> bool:
@@ -121,7 +134,7 @@ def _request_problem(item: dict[str, Any]) -> str | None:
     return None
 
 
-def _answer(item: Any, context: RpcContext) -> dict[str, Any] | None:
+def _answer(item: Any, context: RpcContext, methods: MethodTable) -> dict[str, Any] | None:
     """The answer to one request object, or None for a notification."""
     if not isinstance(item, dict):
         return _error_answer(InvalidRequestError("A request must be a JSON object."), None)
@@ -138,7 +151,7 @@ def _answer(item: Any, context: RpcContext) -> dict[str, Any] | None:
         plain["id"] = request_id
     response = dispatch_to_response(
         plain,  # already parsed: the deserializer passes it through as is
-        {name: lambda ctx: _invoke(ctx, name, params)},
+        {name: lambda ctx: _invoke(ctx, methods, name, params)},
         context=context, deserializer=_as_is, validator=_as_is)
     if response is None:
         return None
@@ -154,14 +167,14 @@ def _as_is(value: Any) -> Any:
     return value
 
 
-def _invoke(context: RpcContext, name: str, params: Any) -> Any:
+def _invoke(context: RpcContext, methods: MethodTable, name: str, params: Any) -> Any:
     """Run one method; a jsonrpcserver Success or Error, never an exception."""
     try:
-        method = METHODS.get(name)
+        method = methods.get(name)
         if method is None:
             shown = name if len(name) <= 100 else name[:100] + "..."
             raise MethodNotFoundError(f"Method '{shown}' not found.", data={"method": shown})
-        context.principal.require(method.permission)
+        context.principal.require(method.needs)
         if not isinstance(params, dict):
             raise InvalidParamsError("Params must be an object of named parameters.")
         if context.legacy:
@@ -178,12 +191,13 @@ def _invoke(context: RpcContext, name: str, params: Any) -> Any:
 
 
 def _baton_error(exc: BatonError) -> Any:
+    error = exc.to_rpc()
     try:
-        data = _jsonable(exc.rpc_data())
+        data = _jsonable(error["data"])
     except (TypeError, ValueError, RecursionError):
         log.exception("The data of %s cannot be JSON", type(exc).__name__)
         data = {"reason": exc.reason}
-    return Error(exc.rpc_code, str(exc.message), data)
+    return Error(error["code"], str(error["message"]), data)
 
 
 def _legacy_params(params: dict[str, Any]) -> dict[str, Any]:

@@ -1,3 +1,10 @@
-"""Imports every method module so that each registers its JSON-RPC methods."""
-from rpc import admin, channels, conversations, processes, tasks  # noqa: F401
-from rpc import deliveries  # noqa: F401  (delivery.list, delivery.retry)
+"""Every JSON-RPC method Baton serves: the method groups' ``METHODS``, in one table."""
+from __future__ import annotations
+
+from rpc import admin, channel_configs, conversations, deliveries, processes, tasks
+from rpc.registry import MethodTable
+
+
+def build_methods() -> MethodTable:
+    return MethodTable([*processes.METHODS, *tasks.METHODS, *conversations.METHODS, *admin.METHODS,
+                        *channel_configs.METHODS, *deliveries.METHODS])

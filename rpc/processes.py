@@ -2,12 +2,11 @@
 from __future__ import annotations
 
 from engine import instances
-from rpc.params import (int_or_str, optional_dict, optional_int, optional_one_of, page_params,
-                        reject_unknown, require_int, require_str)
-from rpc.registry import rpc_method
+from rpc.params import (int_or_str, optional_dict, optional_int, optional_one_of, page_params, reject_unknown,
+                        require_int, require_str)
+from rpc.registry import RpcMethod
 
 
-@rpc_method("process.start")
 def start(ctx, params):
     reject_unknown(params, {"definition_id", "variables"})
     reference = int_or_str(params, "definition_id")
@@ -16,19 +15,16 @@ def start(ctx, params):
     return instances.start(ctx.tenant_id, definition, variables)
 
 
-@rpc_method("process.status")
 def status(ctx, params):
     reject_unknown(params, {"instance_id"})
     return instances.status(ctx.tenant_id, require_int(params, "instance_id"))
 
 
-@rpc_method("process.cancel")
 def cancel(ctx, params):
     reject_unknown(params, {"instance_id"})
     return instances.cancel(ctx.tenant_id, require_int(params, "instance_id"))
 
 
-@rpc_method("process.list")
 def list_(ctx, params):
     reject_unknown(params, {"status", "definition_id", "page", "per_page"})
     page, per_page = page_params(params)
@@ -37,14 +33,22 @@ def list_(ctx, params):
         definition_id=optional_int(params, "definition_id", minimum=1), page=page, per_page=per_page)
 
 
-@rpc_method("process.message")
 def message(ctx, params):
     reject_unknown(params, {"instance_id", "message", "variables"})
     return instances.send_message(ctx.tenant_id, require_int(params, "instance_id"),
                                   require_str(params, "message", max_len=255), optional_dict(params, "variables"))
 
 
-@rpc_method("process.retry")
 def retry(ctx, params):
     reject_unknown(params, {"instance_id", "variables"})
     return instances.retry(ctx.tenant_id, require_int(params, "instance_id"), optional_dict(params, "variables"))
+
+
+METHODS = (
+    RpcMethod("process.start", start),
+    RpcMethod("process.status", status),
+    RpcMethod("process.cancel", cancel),
+    RpcMethod("process.list", list_),
+    RpcMethod("process.message", message),
+    RpcMethod("process.retry", retry),
+)

@@ -1,4 +1,5 @@
-"""The JSON-RPC method registry: method modules declare handlers with ``@rpc_method``.
+"""The JSON-RPC method table: each method module declares its ``METHODS``; ``create_app`` builds the
+table (``rpc.build_methods``) and hands it to the endpoint.
 
 A handler is ``handler(ctx: RpcContext, params: dict) -> dict``. It checks its params with
 ``rpc.params``, calls the engine, raises errors from ``engine.errors`` and returns a JSON-able dict.
@@ -6,17 +7,19 @@ The adapter (``rpc/endpoint.py``) authenticates, checks ``permission`` and trans
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 Handler = Callable[["RpcContext", dict[str, Any]], Any]
 
 
 @dataclass(frozen=True)
 class RpcContext:
-    """What a handler knows about its call: who is calling and through which path."""
+    """What a handler knows about its call: who is calling, through which path, with which settings."""
 
     principal: Any  # engine.auth.Principal: tenant_id, key_id, require(permission)
+    settings: Any   # app.Settings (public_url, allow_private_urls, ...)
     legacy: bool = False  # True on the old ``/rpc`` path
 
     @property
@@ -26,27 +29,32 @@ class RpcContext:
 
 @dataclass(frozen=True)
 class RpcMethod:
+    """A method's name, its handler, and the permission a key needs (default: the name)."""
+
     name: str
     handler: Handler
-    permission: str
+    permission: str | None = None
+
+    @property
+    def needs(self) -> str:
+        return self.permission or self.name
 
 
-METHODS: dict[str, RpcMethod] = {}
+class MethodTable(Mapping[str, RpcMethod]):
+    """Methods by name; a name declared twice is a mistake and refused."""
 
+    def __init__(self, methods: Iterable[RpcMethod]):
+        self._methods: dict[str, RpcMethod] = {}
+        for method in methods:
+            if method.name in self._methods:
+                raise ValueError(f"JSON-RPC method {method.name!r} is declared twice.")
+            self._methods[method.name] = method
 
-def rpc_method(name: str, *, permission: str | None = None) -> Callable[[Handler], Handler]:
-    """Register ``handler`` as JSON-RPC method ``name``; the key needs ``permission`` (default: ``name``)."""
+    def __getitem__(self, name: str) -> RpcMethod:
+        return self._methods[name]
 
-    def register(handler: Handler) -> Handler:
-        known = METHODS.get(name)
-        # The same function again is a module reload; a different one is a copy-paste bug.
-        if known is not None and _qualname(known.handler) != _qualname(handler):
-            raise ValueError(f"JSON-RPC method {name!r} is registered twice.")
-        METHODS[name] = RpcMethod(name=name, handler=handler, permission=permission or name)
-        return handler
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._methods)
 
-    return register
-
-
-def _qualname(handler: Handler) -> str:
-    return f"{getattr(handler, '__module__', '')}.{getattr(handler, '__qualname__', repr(handler))}"
+    def __len__(self) -> int:
+        return len(self._methods)

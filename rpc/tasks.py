@@ -3,10 +3,9 @@ from __future__ import annotations
 
 from engine import tasks
 from rpc.params import optional_dict, optional_int, optional_one_of, page_params, reject_unknown, require_int
-from rpc.registry import rpc_method
+from rpc.registry import RpcMethod
 
 
-@rpc_method("task.list")
 def list_(ctx, params):
     reject_unknown(params, {"status", "instance_id", "definition_id", "page", "per_page"})
     page, per_page = page_params(params)
@@ -16,7 +15,12 @@ def list_(ctx, params):
         definition_id=optional_int(params, "definition_id", minimum=1), page=page, per_page=per_page)
 
 
-@rpc_method("task.complete")
 def complete(ctx, params):
     reject_unknown(params, {"task_id", "result"})
     return tasks.complete(ctx.tenant_id, require_int(params, "task_id"), optional_dict(params, "result"))
+
+
+METHODS = (
+    RpcMethod("task.list", list_),
+    RpcMethod("task.complete", complete),
+)

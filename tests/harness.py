@@ -42,6 +42,24 @@ def drop_postgres_database(url: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+def queue_gauges(base_url: str) -> dict[str, float]:
+    """The ``baton_jobs_*`` gauges of a server's ``/metrics``."""
+    text = requests.get(base_url + "/metrics", timeout=10).text
+    return {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+            if line.startswith("baton_jobs_") and len(line.split()) == 2}
+
+
+def wait_until_idle(base_url: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        gauges = queue_gauges(base_url)
+        if gauges.get("baton_jobs_due") == 0 and gauges.get("baton_jobs_running") == 0:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the job queue is still busy after {timeout}s: {gauges}")
+        time.sleep(0.05)
+
+
 def bpmn(name: str) -> str:
     return (BPMN_DIR / name).read_text(encoding="utf-8")
 
@@ -88,6 +106,12 @@ class Api:
         if code is not None:
             params["code"] = code
         return self.call("definition.deploy", **params)
+
+    def wait_until_idle(self, timeout: float = 30.0) -> None:
+        """Until the server's job queue has nothing due and nothing running (``baton_jobs_due`` and
+        ``baton_jobs_running`` both 0): what a "nothing more happened" assertion waits for, instead
+        of a sleep that passes for the wrong reason on a slow machine."""
+        wait_until_idle(self.base_url, timeout)
 
     def wait_for(self, instance_id: int, statuses=("completed", "failed", "cancelled"),
                  timeout: float = 20.0) -> dict[str, Any]:

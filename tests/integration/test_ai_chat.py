@@ -1,4 +1,4 @@
-"""The ai_chat step (INTERFACE.md §6) end to end: a real server, a real webhook receiver, and a local
+"""The ai_chat step end to end: a real server, a real webhook receiver, and a local
 server speaking OpenAI's chat-completions protocol reached through the real ``openai`` client."""
 from __future__ import annotations
 
@@ -178,7 +178,7 @@ def test_after_the_process_greets_the_step_waits_for_the_customer_instead_of_ans
     chat.deploy(fixture="chat_ai_greeting.bpmn")  # start -> send_message greeting -> ai_chat
     chat.say("hi")
     assert chat.wait_for_texts(1) == ["Hello Zoë! Ask me anything."]
-    time.sleep(0.5)
+    chat.api.wait_until_idle()
     assert model.requests == [] and len(chat.texts()) == 1
     chat.say("How long does delivery take?")
     assert ai_answer_to("How long does delivery take?").fullmatch(chat.wait_for_texts(2)[1])
@@ -267,7 +267,7 @@ def test_messages_that_arrive_during_a_slow_answer_are_answered_next_in_order(ch
     chat.say("third")
     first, second = chat.wait_for_texts(2)
     assert ai_answer_to("a slow question").fullmatch(first) and ai_answer_to("third").fullmatch(second)
-    time.sleep(0.5)
+    chat.api.wait_until_idle()
     assert len(model.requests) == 2 and len(chat.texts()) == 2
     follow_up = model.requests[1]
     assert [m["content"] for m in follow_up["messages"][1:]] == ["a slow question", first, "second", "third"]
@@ -303,7 +303,8 @@ def test_the_model_call_holds_no_lock_a_cancel_during_it_is_immediate_and_its_an
     chat.api.call("process.cancel", instance_id=chat.instance_id)
     assert chat.api.wait_for(chat.instance_id, timeout=5)["status"] == "cancelled"
     assert time.monotonic() - started < 1.5  # well before the model answers
-    time.sleep(2.5)  # the model has answered by now
+    chat.api.wait_until_idle()  # the turn has ended: the model answered, and the answer was dropped
+    assert len(model.requests) == 1
     assert chat.texts() == []
     assert [m["author"] for m in chat.messages()] == ["customer"]
 
@@ -318,7 +319,7 @@ def test_a_boundary_timer_interrupts_the_dialog_and_drops_an_answer_still_being_
     status = chat.api.wait_for(chat.instance_id, timeout=20)
     assert status["status"] == "completed"
     assert chat.wait_for_texts(2)[1] == "We closed this chat; write again any time."
-    time.sleep(4.0)  # the slow answer has come back from the model by now
+    chat.api.wait_until_idle()  # the slow answer has come back from the model, and was dropped
     assert len(chat.texts()) == 2
     assert conversations_on(chat.api, chat.channel["config_id"]) == []
 
@@ -329,7 +330,7 @@ def test_a_message_while_the_operator_task_is_open_is_only_stored(chat, model):
     chat.wait_for_texts(1)
     chat.open_task()
     chat.say("hello? still there?")
-    time.sleep(0.5)
+    chat.api.wait_until_idle()
     assert len(model.requests) == 1
     assert [m["text"] for m in chat.messages()][-1] == "hello? still there?"
 

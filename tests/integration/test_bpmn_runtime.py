@@ -206,7 +206,7 @@ def test_a_message_the_instance_does_not_wait_for_is_a_conflict_and_changes_noth
     error = assert_conflict(lambda: api.call("process.message", instance_id=instance_id,
                                              message="payment_refunded", variables={"amount": 1}))
     assert "payment_refunded" in error.message
-    time.sleep(0.2)
+    api.wait_until_idle()
     after = api.call("process.status", instance_id=instance_id)
     assert (after["status"], after["waiting_for"], after["variables"]) == (
         "running", before["waiting_for"], {"due": 100})

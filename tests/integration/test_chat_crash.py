@@ -140,7 +140,7 @@ def test_kill_9_between_acceptance_and_delivery_loses_no_answer(backend, own_dat
                     f"{[d for d in deliveries if d['status'] != 'sent'][:5]}\n{server.output()[-4000:]}")
             time.sleep(0.2)
         settle_s = time.monotonic() - restart_began
-        time.sleep(1.0)  # let any duplicate still on its way arrive before the checks
+        api.wait_until_idle()  # any duplicate still on its way has been sent before the checks
 
         # --- every accepted message got its answer, exactly its text --------------------------------
         requests_seen = list(receiver.requests)

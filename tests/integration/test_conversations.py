@@ -1,4 +1,4 @@
-"""channel.* and conversation.* (INTERFACE.md §5.2, §5.3), the send_message operator (§2) and the
+"""channel.* and conversation.*, the send_message operator (§2) and the
 outbound web-chat message (§4.3) reaching a real local receiver."""
 from __future__ import annotations
 

@@ -17,9 +17,10 @@ import pytest
 from sqlalchemy import select
 
 from app import create_app
-from engine import auth, delivery
-from engine.db import db, utcnow
-from engine.models import Channel
+from engine import auth
+from engine.outbound import delivery
+from engine.store.db import db, utcnow
+from engine.store.models import Channel
 from tests.harness import RpcError
 
 ITEM_KEYS = {"delivery_id", "delivery_uid", "channel_id", "event", "url", "status", "attempts", "last_status",

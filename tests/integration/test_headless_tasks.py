@@ -1,4 +1,4 @@
-"""Headless user tasks (INTERFACE.md §7): the signed task.created event and the callback endpoint.
+"""Headless user tasks: the signed task.created event and the callback endpoint.
 
 A real receiver (``tests/receiver.Receiver``) plays the CRM; the server allows private URLs.
 """

@@ -15,6 +15,8 @@ import pytest
 from tests.conftest import BACKENDS
 from tests.harness import BatonServer, bpmn
 
+pytestmark = pytest.mark.slow  # each test kills and restarts its own server
+
 TIMER_SLACK_S = 1.5
 
 

@@ -1,4 +1,4 @@
-"""task.list and task.complete over real HTTP (INTERFACE.md §5.2), on SQLite and PostgreSQL."""
+"""task.list and task.complete over real HTTP, on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import concurrent.futures

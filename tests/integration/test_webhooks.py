@@ -1,4 +1,4 @@
-"""POST /webhooks/inbound/{webhook_id} as INTERFACE.md §4.1 says, over real HTTP."""
+"""POST /webhooks/inbound/{webhook_id}, over real HTTP."""
 from __future__ import annotations
 
 import concurrent.futures

@@ -10,8 +10,8 @@ from sqlalchemy import delete
 from app import create_app
 from engine import definitions
 from engine.auth import create_tenant
-from engine.db import db
-from engine.models import Job
+from engine.store.db import db
+from engine.store.models import Job
 from engine.sandbox import Sandbox, SandboxScriptEngine
 from tests.conftest import make_database_url
 from tests.harness import bpmn, drop_postgres_database

@@ -1,0 +1,169 @@
+"""Conversations as callers see them: a customer message arriving on a channel, operator replies,
+the lists of active conversations and of a conversation's messages.
+
+An arriving message (``accept``) is stored and acted on in ONE transaction: with an active
+conversation for its chat, it goes to the conversation's open AI chat step (an ``ai_turn`` job,
+``engine.ai_chat``), else a ``chat_message`` job of the conversation's instance carries it to the
+runner (which hands it to a waiting AI step that has just opened, a ``chat_message`` catch event
+or receive task, or leaves it only stored); without one, the latest definition bound to the
+channel starts and the conversation opens with it. The conversation row is locked first, so the messages of one chat get their ids,
+their jobs and their commits in one order, and the instance's jobs run in that order.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from engine import jobs
+from engine.chat import ai_dialogs, channel_configs, outbox
+from engine.jobs.kinds import CHAT_MESSAGE, START
+from engine.errors import ConflictError, ForbiddenError, NotFoundError
+from engine.store import writes
+from engine.store.db import db, iso, utcnow
+from engine.store.models import Channel, Conversation, Delivery, Instance, Message
+from engine.store.paging import page_of
+
+SEND_PERMISSION = "conversation.send"
+DELIVERY_STATES = ("queued", "sent", "dead")
+
+
+def inbound_channel(config_id: int, principal, type_: str) -> Channel:
+    """The enabled channel a message is posted to, if the caller's key may post to it."""
+    principal.require(SEND_PERMISSION)
+    channel = db.session.get(Channel, config_id)
+    if channel is None or channel.type != type_:
+        raise NotFoundError(f"Unknown {type_} channel {config_id}.")
+    if channel.tenant_id != principal.tenant_id:
+        raise ForbiddenError(SEND_PERMISSION, "The API key belongs to another tenant than this channel.")
+    if not channel.enabled:
+        raise NotFoundError(f"Channel {config_id} is disabled.")
+    return channel
+
+
+def accept(channel: Channel, *, chat_id: str, text: str, user_id: str | None,
+           username: str | None) -> dict[str, Any]:
+    """Store a customer's message and route it, or start the channel's process with it; commits."""
+    channel_id, tenant_id = channel.id, channel.tenant_id
+    for attempt in range(3):
+        try:
+            answer = _route_or_start(channel, chat_id, text, user_id, username)
+            db.session.commit()
+            return answer
+        except IntegrityError:
+            # The chat's first messages raced and another one opened the conversation: go to it.
+            db.session.rollback()
+            if attempt == 2:
+                raise
+            channel = db.session.get(Channel, channel_id)
+            if channel is None or channel.tenant_id != tenant_id:
+                raise NotFoundError(f"Unknown channel {channel_id}.") from None
+    raise AssertionError("unreachable")
+
+
+def _route_or_start(channel: Channel, chat_id: str, text: str, user_id: str | None,
+                    username: str | None) -> dict[str, Any]:
+    now = utcnow()
+    found = db.session.execute(
+        select(Conversation, Instance.status).join(Instance, Instance.id == Conversation.instance_id)
+        .where(Conversation.channel_id == channel.id, Conversation.chat_id == chat_id,
+               Conversation.status == "active")
+        .with_for_update(of=Conversation)).first()
+    conversation = None
+    if found is not None:
+        conversation, instance_status = found
+        if instance_status != "running":  # ended without closing it (should not happen): close it now
+            conversation.status, conversation.closed_at = "closed", now
+            db.session.flush()
+            conversation = None
+    opened = conversation is None
+    if opened:
+        conversation = _open(channel, chat_id, text, user_id, username, now)
+    else:
+        conversation.last_message_at = now
+        conversation.external_user_id = user_id or conversation.external_user_id
+        conversation.external_username = username or conversation.external_username
+    message = Message(tenant_id=channel.tenant_id, conversation_id=conversation.id, direction="in",
+                      author="customer", text=text, created_at=now)
+    db.session.add(message)
+    db.session.flush()
+    if not opened:
+        variables = _variables(channel, conversation, text)
+        if not ai_dialogs.route_message(channel.tenant_id, conversation.id, message.id, variables):
+            jobs.enqueue(channel.tenant_id, CHAT_MESSAGE, instance_id=conversation.instance_id,
+                         payload={"variables": variables})
+    return {"accepted": True, "binding_id": conversation.id, "instance_id": conversation.instance_id,
+            "message_id": message.id}
+
+
+def _open(channel: Channel, chat_id: str, text: str, user_id: str | None, username: str | None,
+          now) -> Conversation:
+    """Start the channel's process for a new chat; the conversation opens with the instance."""
+    definition = channel_configs.bound_definition(channel)
+    if definition is None:
+        raise ConflictError(f"No process is bound to channel {channel.id}: deploy one whose start event has "
+                            f"trigger = {channel.type} and channel = {channel.id} (or '{channel.name}').")
+    conversation = Conversation(tenant_id=channel.tenant_id, channel_id=channel.id, chat_id=chat_id,
+                                status="active", external_user_id=user_id, external_username=username,
+                                started_at=now, last_message_at=now)
+    db.session.add(conversation)
+    db.session.flush()  # the partial unique index refuses a second active conversation of the chat here
+    conversation.instance_id = writes.create_instance(
+        writes.SessionExecutor(), channel.tenant_id, definition.id, _variables(channel, conversation, text), START)
+    return conversation
+
+
+def _variables(channel: Channel, conversation: Conversation, text: str) -> dict[str, Any]:
+    return {"message_text": text, "external_username": conversation.external_username,
+            "external_user_id": conversation.external_user_id, "channel": channel.type,
+            "chat_id": conversation.chat_id, "binding_id": conversation.id}
+
+
+def _get(tenant_id: int, binding_id: int, *, lock: bool = False) -> Conversation:
+    query = select(Conversation).where(Conversation.tenant_id == tenant_id, Conversation.id == binding_id)
+    conversation = db.session.execute(query.with_for_update() if lock else query).scalar_one_or_none()
+    if conversation is None:
+        raise NotFoundError(f"Conversation {binding_id} not found.")
+    return conversation
+
+
+def send(tenant_id: int, binding_id: int, text: str) -> dict[str, Any]:
+    """An operator's reply: stored and queued for delivery in one transaction."""
+    conversation = _get(tenant_id, binding_id, lock=True)
+    if conversation.status != "active":
+        raise ConflictError(f"Conversation {binding_id} is {conversation.status}; it takes no more messages.")
+    message = outbox.record_outgoing(outbox.ActiveConversation(
+        conversation.id, conversation.tenant_id, conversation.channel_id, conversation.chat_id), text, "operator")
+    db.session.commit()
+    return {"binding_id": binding_id, "message_id": message.id, "status": "queued"}
+
+
+def list_conversations(tenant_id: int, *, channel_type: str | None, page: int, per_page: int) -> dict[str, Any]:
+    """The tenant's active conversations, newest first."""
+    conditions = [Conversation.tenant_id == tenant_id, Conversation.status == "active"]
+    if channel_type is not None:
+        conditions.append(Channel.type == channel_type)
+    base = select(Conversation, Channel.type).join(Channel, Channel.id == Conversation.channel_id).where(*conditions)
+    return page_of(base, Conversation.id, page=page, per_page=per_page, item=lambda row: {
+        "binding_id": row[0].id, "channel": row[1], "config_id": row[0].channel_id, "chat_id": row[0].chat_id,
+        "external_user_id": row[0].external_user_id, "external_username": row[0].external_username,
+        "instance_id": row[0].instance_id, "started_at": iso(row[0].started_at),
+        "last_message_at": iso(row[0].last_message_at)})
+
+
+def list_messages(tenant_id: int, binding_id: int, *, page: int, per_page: int) -> dict[str, Any]:
+    """A conversation's messages (active or closed), newest first, each with its delivery's state."""
+    conversation = _get(tenant_id, binding_id)
+    query = (select(Message, Delivery.status).outerjoin(Delivery, Delivery.id == Message.delivery_id)
+             .where(Message.conversation_id == conversation.id))
+    return page_of(query, Message.id, page=page, per_page=per_page, item=lambda row: {
+        "message_id": row[0].id, "direction": row[0].direction, "text": row[0].text, "author": row[0].author,
+        "created_at": iso(row[0].created_at), "delivery": _delivery_state(row[0], row[1])})
+
+
+def _delivery_state(message: Message, status: str | None) -> str | None:
+    """``queued`` until sent or dead (a delivery being retried is still queued); null for no delivery."""
+    if message.delivery_id is None:
+        return None
+    return status if status in DELIVERY_STATES else "queued"

@@ -1,0 +1,169 @@
+"""The conversation side of an advance: the ``send_message`` operator, outgoing messages, closing.
+
+``send_message`` calls nobody, so unlike ``http`` it runs inside the advance: after the engine
+steps the runner lets an ``Outbox`` render every READY send_message task's ``text`` against the
+task's data and run the task, and steps again until none is left. The rendered messages are
+stored and their deliveries queued in the runner's save transaction (``settle``), so a message
+exists exactly when the saved state that sent it does. ``settle`` also closes the conversation
+of an instance that ended.
+
+``record_outgoing`` is the one way an outgoing message is written (``send_message`` and
+``conversation.send``): the message row and its delivery in the caller's transaction, after
+locking the conversation row, so the messages of one chat are numbered, committed and delivered
+in one order.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from SpiffWorkflow.util.task import TaskState
+from sqlalchemy import select, update
+
+from bpmn import operators_used
+from bpmn.operators import AI_CHAT, SEND_MESSAGE, operator_of
+from engine.chat.channel_configs import TYPES as CHANNEL_TRIGGERS
+from engine.errors import OperatorError, ScriptError
+from engine.outbound import delivery
+from engine.store.db import db, utcnow
+from engine.store.models import Channel, Conversation, Message
+
+MAX_TEXT = 10_000
+MAX_MESSAGES_PER_ADVANCE = 100
+
+
+@dataclass(frozen=True)
+class ActiveConversation:
+    id: int
+    tenant_id: int
+    channel_id: int
+    chat_id: str
+
+
+def active_conversation(instance_id: int) -> ActiveConversation | None:
+    row = db.session.execute(
+        select(Conversation.id, Conversation.tenant_id, Conversation.channel_id, Conversation.chat_id)
+        .where(Conversation.instance_id == instance_id, Conversation.status == "active")).first()
+    return ActiveConversation(*row) if row is not None else None
+
+
+def record_outgoing(conversation: ActiveConversation, text: str, author: str,
+                    reply_to: int | None = None) -> Message:
+    """Store an outgoing message and queue its delivery to the channel's webhook, in the caller's
+    transaction; the conversation's row is locked first (its ``last_message_at`` is updated)."""
+    now = utcnow()
+    db.session.execute(update(Conversation).where(Conversation.id == conversation.id)
+                       .values(last_message_at=now))
+    channel = db.session.execute(select(Channel.webhook_url, Channel.webhook_secret)
+                                 .where(Channel.id == conversation.channel_id)).one()
+    queued = delivery.queue(
+        conversation.tenant_id, url=channel.webhook_url,
+        payload=delivery.message_payload(conversation.chat_id, text, now),
+        secret=channel.webhook_secret, ordering_key=f"{conversation.channel_id}:{conversation.chat_id}",
+        channel_id=conversation.channel_id)
+    if queued.id is None:
+        db.session.flush()
+    message = Message(tenant_id=conversation.tenant_id, conversation_id=conversation.id, direction="out",
+                      author=author, text=text, delivery_id=queued.id, reply_to_id=reply_to, created_at=now)
+    db.session.add(message)
+    db.session.flush()
+    return message
+
+
+def close_for_instance(instance_id: int) -> None:
+    """The instance ended (completed, failed or cancelled): its conversation closes."""
+    db.session.execute(update(Conversation)
+                       .where(Conversation.instance_id == instance_id, Conversation.status == "active")
+                       .values(status="closed", closed_at=utcnow()))
+
+
+def starts_on_a_channel(specs: tuple) -> bool:
+    """Whether an instance can have a conversation at all: only a channel start event opens one."""
+    spec, _ = specs
+    return any((ts.extensions or {}).get("properties", {}).get("trigger") in CHANNEL_TRIGGERS
+               for ts in spec.task_specs.values() if getattr(ts, "extensions", None))
+
+
+def is_send_message(task_spec) -> bool:
+    return operator_of(task_spec) == SEND_MESSAGE
+
+
+def talks(specs: tuple) -> bool:
+    """Whether a process can talk to a customer at all (else an advance reads no conversation)."""
+    return bool(operators_used(*specs) & {SEND_MESSAGE, AI_CHAT})
+
+
+def has_ai_steps(specs: tuple) -> bool:
+    return AI_CHAT in operators_used(*specs)
+
+
+@dataclass
+class Outbox:
+    """The messages one advance sends; built (with the conversation read) before the engine runs."""
+
+    sandbox: object
+    conversation: ActiveConversation | None
+    has_ai_steps: bool = False
+    texts: list[str] = field(default_factory=list)
+    dialogs: dict = field(default_factory=dict)  # ready ai_chat steps (engine.ai_chat.ready_dialogs)
+
+    @classmethod
+    def for_instance(cls, instance_id: int, specs: tuple, sandbox) -> "Outbox | None":
+        """Inside the load transaction; None when the process has no send_message or ai_chat task."""
+        if not talks(specs):
+            return None
+        return cls(sandbox, active_conversation(instance_id), has_ai_steps(specs))
+
+    def run_ready(self, workflow) -> bool:
+        """Send and complete every READY send_message task; False when there was none."""
+        ready = [task for task in workflow.get_tasks(state=TaskState.READY) if is_send_message(task.task_spec)]
+        for task in ready:
+            self._send(task)
+        return bool(ready)
+
+    def _send(self, task) -> None:
+        element_id = task.task_spec.bpmn_id
+
+        def fail(message: str) -> OperatorError:
+            return OperatorError(message, data={"element_id": element_id})
+
+        if self.conversation is None:
+            raise fail(f"send_message '{element_id}' has no conversation to send to: the instance was not "
+                       "started by a channel message, or its conversation has closed.")
+        if len(self.texts) >= MAX_MESSAGES_PER_ADVANCE:
+            raise fail(f"The instance sent more than {MAX_MESSAGES_PER_ADVANCE} messages at once "
+                       "(a loop that never waits?) and was stopped.")
+        template = task.task_spec.extensions.get("properties", {}).get("text") or ""
+        try:
+            text = self.sandbox.render(template, dict(task.data))
+        except ScriptError as exc:
+            raise fail(f"The text of send_message '{element_id}' could not be rendered: {exc.message}") from None
+        if not text.strip():
+            raise fail(f"The text of send_message '{element_id}' rendered empty; nothing was sent.")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate from some variable: no body could carry it
+            raise fail(f"The text of send_message '{element_id}' is not valid Unicode text.") from None
+        if len(text) > MAX_TEXT:
+            raise fail(f"The text of send_message '{element_id}' is {len(text)} characters long; "
+                       f"at most {MAX_TEXT} can be sent.")
+        self.texts.append(text)
+        task.run()
+
+
+def settle(instance_id: int, status: str, outbox: Outbox | None, specs: tuple) -> None:
+    """In the runner's save transaction: store what the advance sent; close an ended instance's chat
+    (no statement at all for a process no channel starts: the hot path of webhook and RPC starts)."""
+    if outbox is not None and outbox.texts:
+        for text in outbox.texts:
+            record_outgoing(outbox.conversation, text, "process")
+    if _closes_chat(status, specs):
+        close_for_instance(instance_id)
+
+
+def settle_writes(status: str, outbox: Outbox | None, specs: tuple) -> bool:
+    """Whether ``settle`` would write anything for this advance."""
+    return bool(outbox is not None and outbox.texts) or _closes_chat(status, specs)
+
+
+def _closes_chat(status: str, specs: tuple) -> bool:
+    return status != "running" and starts_on_a_channel(specs)

@@ -1,0 +1,11 @@
+"""The durable job queue (``queue``), the kinds of job (``kinds``), the retry policy (``retry``),
+who to wake when jobs are ready (``wakers``), and the workers that run jobs: threads (``worker``)
+or supervised processes (``processes``).
+
+The queue's API is re-exported here: ``from engine import jobs``; ``jobs.enqueue(...)``.
+"""
+from engine.jobs.queue import (HELD_UNTIL, ClaimedJob, KindFilter, claim, enqueue, extend_lease, finish, hold,
+                               next_run_at, release, requeue_held, wake_at_commit)
+
+__all__ = ["HELD_UNTIL", "ClaimedJob", "KindFilter", "claim", "enqueue", "extend_lease", "finish", "hold",
+           "next_run_at", "release", "requeue_held", "wake_at_commit"]

@@ -1,0 +1,204 @@
+"""The durable job queue: a table in the application's own database.
+
+``enqueue`` adds a job to the caller's session, so the job commits (or not) with the state change
+that causes it. ``claim`` leases ready jobs to a worker: on PostgreSQL with ``FOR UPDATE SKIP
+LOCKED``, on SQLite inside the ``BEGIN IMMEDIATE`` write lock. An instance's jobs run one at a
+time and in order: a job is not claimed while an earlier due job of its instance exists or while
+another job of its instance is leased. A finished job is deleted in the transaction that saves
+its effect (``finish``); a killed worker's lease runs out and the job is claimed again.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import and_, bindparam, exists, func, or_, select, update
+from sqlalchemy.orm import aliased
+
+from engine.store import writes
+from engine.store.db import db, utcnow
+from engine.store.models import Instance, Job
+
+
+@dataclass(frozen=True)
+class KindFilter:
+    """Which job kinds a worker pool runs: only ``names`` (``include``), or every other kind."""
+
+    names: frozenset[str]
+    include: bool
+
+    def condition(self, column):
+        names = sorted(self.names)
+        return column.in_(names) if self.include else column.not_in(names)
+
+    def runs(self, kind: str | None) -> bool:
+        return kind is None or (kind in self.names) == self.include
+
+
+@dataclass(frozen=True)
+class ClaimedJob:
+    id: int
+    tenant_id: int
+    instance_id: int | None
+    kind: str
+    payload: dict[str, Any]
+    attempts: int
+    # The instance's row as the claim transaction saw it (the columns of ``_INSTANCE_ROWS``), so
+    # that an advance needs no read transaction of its own; None: the job has no instance or it
+    # is gone. A row that changes after the claim fails the advance's revision check, and the
+    # job is tried again with a fresh read.
+    instance_row: Any = field(default=None, compare=False, repr=False)
+
+
+def enqueue(tenant_id: int, kind: str, *, instance_id: int | None = None,
+            payload: dict[str, Any] | None = None, run_at: datetime | None = None) -> None:
+    """Add a job to the ORM session's transaction; it becomes visible (and wakes workers) on commit."""
+    writes.add_job(writes.SessionExecutor(), tenant_id, kind, instance_id=instance_id, payload=payload,
+                   run_at=run_at)
+
+
+def wake_at_commit(kind: str | None) -> None:
+    """Wake the workers that run ``kind`` when the session's transaction commits (a job of that
+    kind was made due by an update rather than added)."""
+    writes.SessionExecutor().ready(kind)
+
+
+_jobs = Job.__table__  # the hot path's statements are Core, on the table: no ORM layer
+
+
+@functools.lru_cache(maxsize=None)
+def _claim_statements(postgres: bool, limit: int, kinds: KindFilter | None):
+    """The claim's statements, built once: building and cache-keying them on every call, and
+    running them through the ORM, cost more CPU than the database spends executing them."""
+    now = bindparam("now")
+    other = _jobs.alias("other")
+    blocked = exists().where(
+        other.c.instance_id == _jobs.c.instance_id, other.c.id != _jobs.c.id,
+        or_(and_(other.c.id < _jobs.c.id, other.c.run_at <= now), other.c.locked_until >= now))
+    # In (run_at, id) order, the order of ix_jobs_run_at_id: the scan stops at the first ready
+    # job instead of visiting and sorting every due job, so a claim costs the same with a
+    # backlog of thousands as with none. Per instance, jobs still run one at a time and in id
+    # order: that is the ``blocked`` condition's work, whatever the scan order.
+    pick = (select(_jobs.c.id)
+            .where(_jobs.c.run_at <= now,
+                   or_(_jobs.c.locked_until.is_(None), _jobs.c.locked_until < now), ~blocked)
+            .order_by(_jobs.c.run_at, _jobs.c.id).limit(limit))
+    if kinds is not None:
+        pick = pick.where(kinds.condition(_jobs.c.kind))
+    if postgres:
+        pick = pick.with_for_update(skip_locked=True, of=_jobs)
+    ids = bindparam("ids", expanding=True)
+    columns = (_jobs.c.id, _jobs.c.tenant_id, _jobs.c.instance_id, _jobs.c.kind, _jobs.c.payload,
+               _jobs.c.attempts)
+    lease = (update(_jobs).where(_jobs.c.id.in_(ids))
+             .values(locked_by=bindparam("worker_id"), locked_until=bindparam("locked_until"),
+                     attempts=_jobs.c.attempts + 1)
+             .returning(*columns))  # lease and read back in one statement
+    return pick, lease
+
+
+def claim(worker_id: str, lease_seconds: float, limit: int = 1, kinds: KindFilter | None = None) -> list[ClaimedJob]:
+    """Lease up to ``limit`` ready jobs (of ``kinds``, default any) to ``worker_id`` and commit the lease.
+
+    Oldest due first, at most one job per instance (a leased job holds back its instance's others).
+    """
+    now = utcnow()
+    pick, lease = _claim_statements(db.engine.dialect.name == "postgresql", limit, kinds)
+    try:
+        connection = db.session.connection()
+        ids = list(connection.execute(pick, {"now": now}).scalars())
+        if not ids:
+            db.session.rollback()
+            return []
+        rows = connection.execute(lease, {"ids": ids, "worker_id": worker_id,
+                                          "locked_until": now + timedelta(seconds=lease_seconds)})
+        order = {job_id: index for index, job_id in enumerate(ids)}
+        rows = sorted(rows.all(), key=lambda row: order[row.id])
+        instance_ids = [row.instance_id for row in rows if row.instance_id is not None]
+        instances = {r.id: r for r in connection.execute(_INSTANCE_ROWS, {"ids": instance_ids})} if instance_ids else {}
+        db.session.commit()
+    except Exception:
+        db.session.rollback()
+        raise
+    return [ClaimedJob(*row, instance_row=instances.get(row.instance_id)) for row in rows]
+
+
+_instances = Instance.__table__
+_INSTANCE_ROWS = (select(_instances.c.id, _instances.c.tenant_id, _instances.c.status, _instances.c.revision,
+                         _instances.c.state, _instances.c.definition_id, _instances.c.variables,
+                         _instances.c.called_definitions, _instances.c.waiting_for)
+                  .where(_instances.c.id.in_(bindparam("ids", expanding=True))))
+
+
+def finish(job: ClaimedJob, worker_id: str) -> bool:
+    """Delete a done job inside the session's transaction; False if the lease was lost meanwhile."""
+    try:
+        writes.finish_job(writes.SessionExecutor(), job.id, worker_id, job.instance_id)
+    except writes.Lost:
+        return False
+    return True
+
+
+def extend_lease(job: ClaimedJob, worker_id: str, seconds: float) -> None:
+    """Keep a job leased for ``seconds`` more (before a long outbound call); commits."""
+    db.session.execute(update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
+                       .values(locked_until=utcnow() + timedelta(seconds=seconds)))
+    db.session.commit()
+
+
+def release(job: ClaimedJob, worker_id: str, *, delay_seconds: float = 0.0, error: str | None = None,
+            unclaim: bool = False) -> None:
+    """Give a job back (to be tried again after ``delay_seconds``) and commit.
+
+    ``unclaim``: the job was never tried (the rest of a batch given back): its claim is not an attempt.
+    """
+    db.session.rollback()
+    db.session.execute(
+        update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
+        .values(locked_by=None, locked_until=None, last_error=error,
+                run_at=utcnow() + timedelta(seconds=delay_seconds),
+                attempts=Job.attempts - 1 if unclaim else Job.attempts))
+    db.session.commit()
+
+
+HELD_UNTIL = datetime(9999, 1, 1)  # run_at of a job kept aside, never due by itself
+
+
+def hold(job: ClaimedJob, worker_id: str, error: str) -> None:
+    """Keep a job that cannot be done now (its instance failed) instead of deleting it, in the
+    caller's transaction: ``requeue_held`` puts it back when the instance is retried."""
+    db.session.execute(update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
+                       .values(locked_by=None, locked_until=None, run_at=HELD_UNTIL, attempts=0, last_error=error))
+
+
+def requeue_held(instance_id: int) -> int:
+    """Queue an instance's held jobs again, after every job queued so far (new ids, same order)."""
+    held = db.session.execute(select(Job).where(Job.instance_id == instance_id, Job.run_at == HELD_UNTIL)
+                              .order_by(Job.id)).scalars().all()
+    for job in held:
+        enqueue(job.tenant_id, job.kind, instance_id=instance_id, payload=job.payload)
+        db.session.delete(job)
+    return len(held)
+
+
+def next_run_at(kinds: KindFilter | None = None) -> datetime | None:
+    """When a worker (running ``kinds``, default any) that found nothing to claim should look again.
+
+    The earliest due time of a job that nothing holds back, or the earliest end of a lease (a dead
+    worker's job becomes claimable then). A job held back by a live lease of its instance is not
+    counted: ``finish`` wakes the workers when that lease's job is done.
+    """
+    now = utcnow()
+    other = aliased(Job)
+    held = exists().where(other.instance_id == Job.instance_id, other.id != Job.id, other.locked_until >= now)
+    of_kinds = [kinds.condition(Job.kind)] if kinds is not None else []
+    next_due = db.session.execute(
+        select(func.min(Job.run_at)).where(or_(Job.locked_until.is_(None), Job.locked_until < now), ~held,
+                                           *of_kinds)
+    ).scalar_one_or_none()
+    next_lease_end = db.session.execute(
+        select(func.min(Job.locked_until)).where(Job.locked_until >= now, *of_kinds)).scalar_one_or_none()
+    db.session.rollback()
+    return min((t for t in (next_due, next_lease_end) if t is not None), default=None)

@@ -1,0 +1,188 @@
+"""The loop that runs jobs: threads inside the server, or a ``flask worker`` process.
+
+Workers sleep until woken: directly after a local commit that enqueued jobs (embedded default, no
+polling delay), by PostgreSQL NOTIFY from other processes, or when the next delayed job is due.
+A job whose handler raises is tried again with a growing delay; after ``max_attempts`` its
+handler's ``give_up`` ends it (an instance is then failed with a generic message).
+
+A process runs two pools (``app.Baton.start_workers``): engine threads for the kinds that advance
+instances (CPU, the script sandbox) and call threads for the kinds that wait on other servers
+(HTTP tasks, AI turns, deliveries), so a slow model or receiver never holds up the engine.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections import Counter
+from datetime import datetime
+from typing import Protocol
+
+from engine import jobs
+from engine.jobs.retry import MAX_ATTEMPTS, job_backoff
+from engine.jobs.wakers import Wakers
+from engine.store.writes import NOTIFY_CHANNEL
+from engine.store.db import db, is_postgres, utcnow
+
+log = logging.getLogger("baton.worker")
+
+
+class JobHandler(Protocol):
+    def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None: ...
+    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None: ...
+
+
+class WorkerPool:
+    # Jobs leased per claim transaction: under load one claim serves several jobs (the claim is
+    # a write transaction, serialized with every other writer on SQLite); when idle it gets one.
+    CLAIM_BATCH = 4
+
+    def __init__(self, app, handlers: dict[str, JobHandler], *, wakers: Wakers, threads: int, lease_seconds: float,
+                 poll_seconds: float, max_attempts: int = MAX_ATTEMPTS, claim_batch: int = CLAIM_BATCH,
+                 kinds: jobs.KindFilter | None = None, name: str = "worker"):
+        self.app = app
+        self.wakers = wakers
+        self.kinds = kinds
+        self.pool_name = name
+        self.claim_batch = max(1, claim_batch)
+        self.handlers = handlers
+        self.threads = threads
+        self.lease_seconds = lease_seconds
+        self.poll_seconds = poll_seconds
+        self.max_attempts = max_attempts
+        self._signal = 0
+        self._cond = threading.Condition()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._name = f"{socket.gethostname()[:40]}:{os.getpid()}"  # worker ids fit jobs.locked_by (64)
+
+    def start(self) -> None:
+        self.wakers.add(self.wake)
+        for index in range(self.threads):
+            thread = threading.Thread(target=self._loop, args=(f"{self._name}:{self.pool_name[0]}{index}",),
+                                      name=f"baton-{self.pool_name}-{index}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        with self.app.app_context():
+            if is_postgres():
+                threading.Thread(target=self._listen, name=f"baton-listen-{self.pool_name}", daemon=True).start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self.wakers.remove(self.wake)
+        self._stopping.set()
+        self.wake()
+        for thread in self._threads:
+            thread.join(timeout)
+
+    def wake(self, ready: Counter | None = None) -> None:
+        """Wake threads for ``ready`` jobs (per kind; None: wake every thread): one waiting thread
+        per job of its kinds."""
+        if ready is not None:
+            count = sum(n for kind, n in ready.items() if self.kinds is None or self.kinds.runs(kind))
+            if not count:
+                return
+        with self._cond:
+            self._signal += 1
+            if ready is not None:
+                # One thread per ready job at most (a batch-claiming thread may take several):
+                # waking every thread for one job made the others run empty claims, each a
+                # write transaction on SQLite. A busy thread claims again when it is done.
+                self._cond.notify(count)
+            else:
+                self._cond.notify_all()
+
+    def wake_one(self) -> None:
+        """Wake one waiting thread (a busy one sees the signal and claims again when it is done)."""
+        with self._cond:
+            self._signal += 1
+            self._cond.notify(1)
+
+    def join(self) -> None:
+        """Block until stopped (the ``flask worker`` command's main thread)."""
+        while not self._stopping.wait(1.0):
+            pass
+
+    def _loop(self, worker_id: str) -> None:
+        with self.app.app_context():
+            while not self._stopping.is_set():
+                seen = self._signal
+                try:
+                    claimed = jobs.claim(worker_id, self.lease_seconds, limit=self.claim_batch, kinds=self.kinds)
+                except Exception:  # database unreachable or locked for long: wait, then go on
+                    log.exception("claiming jobs failed")
+                    db.session.rollback()
+                    self._sleep(seen, self.poll_seconds)
+                    continue
+                if not claimed:
+                    self._sleep(seen, self._idle_seconds())
+                    continue
+                # A batch's later jobs wait for the earlier ones: past half the lease (or when
+                # stopping), give them back rather than run them on a lease that may run out.
+                give_back_at = time.monotonic() + self.lease_seconds / 2
+                for index, job in enumerate(claimed):
+                    if index and (self._stopping.is_set() or time.monotonic() > give_back_at):
+                        self._give_back(claimed[index:], worker_id)
+                        break
+                    self._run(job, worker_id)
+                db.session.remove()
+
+    def _run(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+        handler = self.handlers.get(job.kind)
+        try:
+            if handler is None:
+                raise LookupError(f"no handler for job kind {job.kind!r}")
+            handler.handle(job, worker_id)
+        except Exception as exc:
+            db.session.rollback()
+            log.exception("job %s (%s) failed on attempt %s", job.id, job.kind, job.attempts)
+            try:
+                if job.attempts >= self.max_attempts and handler is not None:
+                    handler.give_up(job, worker_id)
+                else:
+                    jobs.release(job, worker_id, delay_seconds=job_backoff(job.attempts),
+                                 error=type(exc).__name__)
+            except Exception:
+                db.session.rollback()
+                log.exception("could not release job %s; its lease will run out", job.id)
+
+    def _give_back(self, claimed: list[jobs.ClaimedJob], worker_id: str) -> None:
+        for job in claimed:
+            try:
+                jobs.release(job, worker_id, unclaim=True)
+            except Exception:
+                db.session.rollback()
+                log.exception("could not give back job %s; its lease will run out", job.id)
+
+    def _idle_seconds(self) -> float:
+        try:
+            due: datetime | None = jobs.next_run_at(self.kinds)
+        except Exception:
+            db.session.rollback()
+            return self.poll_seconds
+        if due is None:
+            return self.poll_seconds
+        return max(0.0, min(self.poll_seconds, (due - utcnow()).total_seconds()))
+
+    def _sleep(self, seen: int, seconds: float) -> None:
+        with self._cond:
+            if self._signal == seen and not self._stopping.is_set():
+                self._cond.wait(seconds)
+
+    def _listen(self) -> None:
+        """Wake this pool on NOTIFY from other processes; reconnect when the connection drops."""
+        import psycopg
+
+        with self.app.app_context():
+            dsn = db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        while not self._stopping.is_set():
+            try:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+                    while not self._stopping.is_set():
+                        for notice in conn.notifies(timeout=1.0, stop_after=1):
+                            self.wake(Counter({notice.payload or None: 1}))
+            except Exception:
+                log.warning("LISTEN connection lost; reconnecting", exc_info=True)
+                time.sleep(1.0)

@@ -1,0 +1,137 @@
+"""What an advance produced: status, variables, what the instance waits for, when its next timer is due.
+
+Read off a workflow after the engine steps; the runner writes it in the save transaction.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from SpiffWorkflow.bpmn.specs.event_definitions.message import MessageEventDefinition
+from SpiffWorkflow.bpmn.specs.event_definitions.timer import TimerEventDefinition
+from SpiffWorkflow.bpmn.specs.mixins.events.end_event import EndEvent
+from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
+from SpiffWorkflow.util.task import TaskState
+
+from bpmn import all_task_specs
+from engine.store import workflows
+from engine.store.db import iso
+
+WAITING_STATES = TaskState.READY | TaskState.WAITING | TaskState.STARTED
+
+
+@dataclass
+class Outcome:
+    status: str
+    state: str
+    variables: dict[str, Any]
+    waiting_for: list[dict[str, Any]] = field(default_factory=list)
+    output_keys: list[str] | None = None
+    error: dict[str, Any] | None = None
+    next_timer_at: datetime | None = None  # naive UTC, like every timestamp in the database
+    workflow: BpmnWorkflow | None = None
+    dispatch: list[dict[str, Any]] = field(default_factory=list)  # operator tasks to hand to jobs
+
+
+def summarize(workflow: BpmnWorkflow, error: dict[str, Any] | None) -> Outcome:
+    state = workflows.dump_workflow(workflow)
+    if error is not None:
+        return Outcome("failed", state, current_variables(workflow), error=error, workflow=workflow)
+    if workflow.is_completed():
+        if not workflow.success:
+            return Outcome("failed", state, dict(workflow.data), workflow=workflow,
+                           error={"message": "The process ended unsuccessfully.", "element_id": None})
+        return Outcome("completed", state, dict(workflow.data), output_keys=_output_keys(workflow),
+                       workflow=workflow)
+    waiting, next_timer_at = _waiting(workflow)
+    return Outcome("running", state, current_variables(workflow), waiting_for=waiting,
+                   next_timer_at=next_timer_at, workflow=workflow)
+
+
+def _waiting(workflow: BpmnWorkflow) -> tuple[list[dict[str, Any]], datetime | None]:
+    waiting: list[dict[str, Any]] = []
+    due_times: list[datetime] = []
+    for task in workflow.get_tasks(state=WAITING_STATES):
+        spec = task.task_spec
+        if not spec.bpmn_id or not spec.manual and task.state == TaskState.READY:
+            continue  # engine tasks about to run are not "waiting"; hidden specs have no bpmn id
+        entry: dict[str, Any] = {"element_id": spec.bpmn_id, "kind": kind_of(spec)}
+        if task.state == TaskState.WAITING:
+            messages, due = _events_awaited(task)
+            if messages:
+                entry["message"] = messages[0]
+                if len(messages) > 1:
+                    entry["messages"] = messages
+            if due is not None:
+                entry["due_at"] = iso(due)
+                due_times.append(due)
+        operator = spec.extensions.get("operator") if spec.manual else None
+        if operator:
+            entry["operator"] = operator
+        waiting.append(entry)
+    return waiting, min(due_times, default=None)
+
+
+def _events_awaited(task) -> tuple[list[str], datetime | None]:
+    """Message names and timer due time a waiting task is waiting for (an event-based gateway waits
+    for several: its definition is a MultipleEventDefinition, its timer value in internal data)."""
+    definition = getattr(task.task_spec, "event_definition", None)
+    if definition is None:
+        return [], None
+    parts = getattr(definition, "event_definitions", None) or [definition]
+    messages = [d.name for d in parts if isinstance(d, MessageEventDefinition)]
+    has_timer = any(isinstance(d, TimerEventDefinition) for d in parts)
+    return messages, timer_due_at(task) if has_timer else None
+
+
+def timer_due_at(task) -> datetime | None:
+    """A waiting timer's due time (naive UTC), from the value SpiffWorkflow stored for it."""
+    value = task._get_internal_data("event_value")
+    if isinstance(value, dict):  # a cycle that has not started yet
+        value = value.get("next")
+    if not value:
+        return None
+    try:
+        due = TimerEventDefinition.get_datetime(value) if isinstance(value, str) else value
+    except (ValueError, TypeError):
+        return None
+    if due.tzinfo is not None:
+        due = due.astimezone(timezone.utc).replace(tzinfo=None)
+    return due
+
+
+def current_variables(workflow: BpmnWorkflow) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for task in workflow.get_tasks(state=WAITING_STATES | TaskState.ERROR):
+        merged.update(task.data)
+    if not merged and workflow.last_task is not None:
+        merged.update(workflow.last_task.data)
+    return merged
+
+
+def _output_keys(workflow: BpmnWorkflow) -> list[str] | None:
+    if not any(isinstance(ts, EndEvent) and ts.extensions.get("properties", {}).get("output_keys")
+               for ts in all_task_specs(workflow.spec, workflow.subprocess_specs)):
+        return None  # no end event names any (a walk of the whole task tree otherwise)
+    keys: list[str] = []
+    for task in workflow.get_tasks(state=TaskState.COMPLETED):
+        if isinstance(task.task_spec, EndEvent):
+            raw = task.task_spec.extensions.get("properties", {}).get("output_keys")
+            if raw:
+                keys.extend(k.strip() for k in raw.split(",") if k.strip())
+    return list(dict.fromkeys(keys)) or None
+
+
+# Engine classes whose name is not the BPMN element's: callers know the diagram, not SpiffWorkflow.
+_BPMN_KINDS = {"operatorTask": "serviceTask", "noneTask": "task", "subWorkflowTask": "subProcess",
+               "eventSubprocess": "subProcess", "interruptingStartEvent": "startEvent",
+               "eventSubprocessStart": "startEvent"}
+
+
+def kind_of(task_spec) -> str:
+    """The BPMN element kind of a spec, e.g. ``userTask`` from ``UserTask``, ``serviceTask`` from
+    ``OperatorTask``; loop structure keeps the engine's words (``parallelInstances`` ...)."""
+    name = type(task_spec).__name__
+    kind = name[:1].lower() + name[1:]
+    return _BPMN_KINDS.get(kind, kind)

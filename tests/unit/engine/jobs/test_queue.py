@@ -1,0 +1,88 @@
+"""The job queue on a real database (SQLite and PostgreSQL), the test playing the workers: an
+instance's jobs run one at a time and in order, a lease that runs out frees its job, a pool runs
+only its kinds, and a job given back before it ran is not counted as an attempt."""
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import delete, select, update
+
+from engine import jobs
+from engine.jobs.kinds import DELIVER, MESSAGE, START, TIMER
+from engine.store.db import db, utcnow
+from engine.store.models import Job
+from tests.unit.conftest import deploy_for_new_tenant
+from engine import instances
+
+
+@pytest.fixture
+def instance(app):
+    """A tenant with one running instance whose start job is queued; the queue holds nothing else."""
+    with app.app_context():
+        tenant_id, deployed = deploy_for_new_tenant("wait_for_person.bpmn")
+        definition = instances.resolve_definition(tenant_id, deployed["definition_id"])
+        instance_id = instances.start(tenant_id, definition, {})["instance_id"]
+        yield tenant_id, instance_id, definition
+        db.session.rollback()
+        db.session.execute(delete(Job))
+        db.session.commit()
+        db.session.remove()
+
+
+def test_an_instances_jobs_are_claimed_one_at_a_time_in_order(instance):
+    tenant_id, instance_id, _definition = instance
+    jobs.enqueue(tenant_id, MESSAGE, instance_id=instance_id, payload={"n": 1})
+    db.session.commit()
+    [first] = jobs.claim("w1", 30, limit=5)
+    assert first.kind == START and first.instance_row.id == instance_id
+    assert jobs.claim("w2", 30, limit=5) == []  # the message waits while the start is leased
+    assert jobs.finish(first, "w1")
+    db.session.commit()
+    [second] = jobs.claim("w2", 30, limit=5)
+    assert (second.kind, second.payload) == (MESSAGE, {"n": 1})
+
+
+def test_a_lease_that_runs_out_frees_the_job_for_another_worker(instance):
+    [job] = jobs.claim("dead-worker", 30)
+    db.session.execute(update(Job).where(Job.id == job.id).values(locked_until=utcnow() - timedelta(seconds=1)))
+    db.session.commit()
+    [again] = jobs.claim("live-worker", 30)
+    assert again.id == job.id and again.attempts == 2
+    assert not jobs.finish(job, "dead-worker")  # the dead worker's late finish changes nothing
+    db.session.rollback()
+    assert jobs.finish(again, "live-worker")
+    db.session.commit()
+
+
+def test_a_pool_claims_only_its_kinds(instance):
+    tenant_id, _instance_id, _definition = instance
+    jobs.enqueue(tenant_id, DELIVER, payload={"delivery_id": 0})
+    db.session.commit()
+    calls = jobs.KindFilter(frozenset({DELIVER}), include=True)
+    [delivery] = jobs.claim("call-thread", 30, limit=5, kinds=calls)
+    [start] = jobs.claim("engine-thread", 30, limit=5, kinds=jobs.KindFilter(frozenset({DELIVER}), include=False))
+    assert (delivery.kind, start.kind) == (DELIVER, START)
+
+
+def test_a_delayed_job_is_not_claimed_before_it_is_due_and_tells_when_to_look_again(instance):
+    tenant_id, instance_id, _definition = instance
+    [start] = jobs.claim("w", 30)
+    jobs.finish(start, "w")
+    due = utcnow() + timedelta(minutes=5)
+    jobs.enqueue(tenant_id, TIMER, instance_id=instance_id, run_at=due)
+    db.session.commit()
+    assert jobs.claim("w", 30) == []
+    assert abs((jobs.next_run_at() - due).total_seconds()) < 1
+
+
+def test_a_job_given_back_unrun_keeps_its_attempts_and_a_released_one_waits_its_delay(instance):
+    [job] = jobs.claim("w", 30)
+    jobs.release(job, "w", unclaim=True)
+    [again] = jobs.claim("w", 30)
+    assert again.attempts == job.attempts
+    jobs.release(again, "w", delay_seconds=60, error="Boom")
+    row = db.session.execute(select(Job).where(Job.id == job.id)).scalar_one()
+    assert (row.locked_by, row.last_error) == (None, "Boom") and row.run_at > utcnow() + timedelta(seconds=50)
+    db.session.rollback()
+    assert jobs.claim("w", 30) == []

@@ -1,0 +1,113 @@
+"""``WorkerPool`` with real threads on a real database: it runs each ready job's handler once,
+wakes at once when a commit makes a job ready, gives a failing job back with a growing delay,
+and hands it to the handler's ``give_up`` after the last attempt."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import delete, select
+
+from engine import jobs
+from engine.jobs.wakers import Wakers
+from engine.jobs.worker import WorkerPool
+from engine.jobs.retry import job_backoff
+from engine.store.db import WAKERS, db, utcnow
+from engine.store.models import Job, Tenant
+
+KIND = "unit_test_kind"
+
+
+class Recorder:
+    """A job handler that finishes its jobs, or raises for the first ``failures`` attempts."""
+
+    def __init__(self, failures: int = 0):
+        self.failures, self.handled, self.given_up = failures, [], []
+        self.done = threading.Event()
+
+    def handle(self, job, worker_id):
+        self.handled.append((job.id, job.attempts))
+        if job.attempts <= self.failures:
+            raise RuntimeError("handler failed")
+        jobs.finish(job, worker_id)
+        db.session.commit()
+        self.done.set()
+
+    def give_up(self, job, worker_id):
+        self.given_up.append(job.id)
+        jobs.finish(job, worker_id)
+        db.session.commit()
+        self.done.set()
+
+
+@pytest.fixture
+def pool_for(app):
+    pools = []
+    wakers = app.extensions[WAKERS] = Wakers()
+
+    def start(handler, **options) -> WorkerPool:
+        pool = WorkerPool(app, {KIND: handler}, wakers=wakers, threads=1, lease_seconds=30, poll_seconds=30,
+                          **options)
+        pool.start()
+        pools.append(pool)
+        return pool
+
+    with app.app_context():
+        db.session.execute(delete(Job))
+        db.session.commit()
+        if db.session.execute(select(Tenant.id).limit(1)).scalar() is None:
+            db.session.add(Tenant(name="worker-tests"))
+        db.session.commit()
+        yield start
+        for pool in pools:
+            pool.stop()
+        db.session.execute(delete(Job))
+        db.session.commit()
+        db.session.remove()
+    del app.extensions[WAKERS]
+
+
+def _enqueue() -> int:
+    tenant_id = db.session.execute(select(Tenant.id).limit(1)).scalar_one()
+    jobs.enqueue(tenant_id, KIND, payload={})
+    db.session.commit()  # wakes the pool (BatonSession.commit -> Wakers)
+    job_id = db.session.execute(select(Job.id).where(Job.kind == KIND)).scalar_one()
+    db.session.rollback()  # on SQLite every transaction holds the write lock: let the pool have it
+    return job_id
+
+
+def test_a_committed_job_wakes_the_pool_at_once_and_runs_once(pool_for):
+    handler = Recorder()
+    pool_for(handler)
+    time.sleep(0.2)  # the pool is asleep (poll_seconds=30): only the wake-up can make it run the job
+    job_id = _enqueue()
+    assert handler.done.wait(5), "the pool was not woken by the commit"
+    assert handler.handled == [(job_id, 1)]
+
+
+def test_a_failing_job_is_retried_then_given_up(pool_for, monkeypatch):
+    monkeypatch.setattr("engine.jobs.worker.job_backoff", lambda attempts: 0.0)
+    handler = Recorder(failures=99)
+    pool_for(handler, max_attempts=3)
+    job_id = _enqueue()
+    assert handler.done.wait(10)
+    assert [attempt for _id, attempt in handler.handled] == [1, 2, 3] and handler.given_up == [job_id]
+
+
+def test_a_failed_attempt_is_given_back_with_the_policys_delay(pool_for):
+    handler = Recorder(failures=1)
+    pool_for(handler)
+    job_id = _enqueue()
+    deadline = time.monotonic() + 10
+    while True:  # until the failed attempt is recorded on the row
+        row = db.session.get(Job, job_id)
+        given_back = (row.locked_by, row.last_error, row.attempts) == (None, "RuntimeError", 1)
+        run_at, now = row.run_at, utcnow()
+        db.session.rollback()
+        if given_back or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert given_back and handler.handled == [(job_id, 1)]
+    # Due again after the policy's delay for a first failed attempt (2 s), not at once.
+    assert 1.0 < (run_at - now).total_seconds() <= job_backoff(1)
