@@ -3,7 +3,7 @@
 The engine uses only what is re-exported here.
 """
 from bpmn.deploy import ParsedDefinition, StartEventInfo, TimerStartInfo, parse_definition, parse_definitions
-from bpmn.events import message_event, start_at
+from bpmn.events import message_event, signal_event, start_at, thrown_events
 from bpmn.serializer import load_spec, make_serializer, workflow_from_json, workflow_to_json
 from bpmn.specs import all_task_specs, operators_used
 
@@ -13,5 +13,5 @@ from bpmn.external import complete_external_task, throw_bpmn_error, waiting_exte
 __all__ = ["ParsedDefinition", "StartEventInfo", "TimerStartInfo", "all_task_specs", "complete_external_task",
            "cron_next_after",
            "load_spec", "make_serializer", "message_event", "operators_used", "parse_definition",
-           "parse_definitions", "start_at", "throw_bpmn_error", "waiting_external_tasks", "workflow_from_json",
+           "parse_definitions", "signal_event", "start_at", "thrown_events", "throw_bpmn_error", "waiting_external_tasks", "workflow_from_json",
            "workflow_to_json"]

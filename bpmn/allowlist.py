@@ -24,18 +24,20 @@ _ACTIVITY = _COMMON | LOOPS | DATA_DECLARATIONS  # the activities a loop may rep
 # Executable elements of a process -> the child elements each may carry. A child not listed
 # refuses its parent: "task with ioSpecification is not supported yet".
 FLOW_ELEMENTS: dict[str, frozenset[str]] = {
-    # none start; timer start (top level and event subprocesses); message/error/escalation
-    # start of an event subprocess only. See TRIGGERS for the profile's start triggers.
-    "startEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
-                             "escalationEventDefinition"},
+    # none start; timer, message and signal start (top level and event subprocesses);
+    # error/escalation start of an event subprocess only. See TRIGGERS for the profile's start triggers.
+    "startEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "signalEventDefinition",
+                             "errorEventDefinition", "escalationEventDefinition"},
     # A message end or throw event throws its message by name with the thrower's variables;
-    # SpiffWorkflow hands one nothing in the instance catches to the engine (workflow.get_events()).
+    # SpiffWorkflow hands one nothing in the instance catches to the engine (workflow.get_events()),
+    # which delivers it to the tenant's instances. A signal goes to every catcher, here and there.
     "endEvent": _COMMON | {"terminateEventDefinition", "errorEventDefinition", "escalationEventDefinition",
-                           "messageEventDefinition"},
-    "intermediateCatchEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition"},
-    "intermediateThrowEvent": _COMMON | {"escalationEventDefinition", "messageEventDefinition"},
-    "boundaryEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
-                                "escalationEventDefinition"},
+                           "messageEventDefinition", "signalEventDefinition"},
+    "intermediateCatchEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "signalEventDefinition"},
+    "intermediateThrowEvent": _COMMON | {"escalationEventDefinition", "messageEventDefinition",
+                                         "signalEventDefinition"},
+    "boundaryEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "signalEventDefinition",
+                                "errorEventDefinition", "escalationEventDefinition"},
     "task": _ACTIVITY,
     "scriptTask": _ACTIVITY | {"script"},                    # Python, see SCRIPT_FORMATS
     "userTask": _ACTIVITY,
@@ -117,6 +119,10 @@ AI_MAX_KEYWORD = 100
 # startEvent ``trigger`` values -> whether the start event also needs a ``channel`` property.
 # A top-level timer start event needs no trigger: its timer is its trigger ('timer').
 TRIGGERS = {"webhook": False, "webchat": True, "telegram": True, "whatsapp": True, "viber": True}
+
+# The ``undelivered`` property of a message throw (end and throw events, send tasks): what becomes
+# of a message no instance waits for and no process starts with.
+UNDELIVERED = ("fail", "drop")
 
 # scriptTask ``scriptFormat`` values taken to mean Python (no format at all means Python too).
 SCRIPT_FORMATS = frozenset({"python", "python3", "py", "text/python", "text/x-python",

@@ -121,7 +121,7 @@ def _spiff_parse(root: etree._Element, entries: list[etree._Element], issues: Is
     correlations = correlations_of(root)  # before the tree is rewritten (Spiff's copy is stripped)
     summaries = [(process, _summary(process, correlations)) for process in entries]
     prepare_for_spiff(root, [called for process in entries for called in checks.called_in_file(process)])
-    parser = BatonBpmnParser(decisions)
+    parser = BatonBpmnParser(decisions, correlations)
     parsed = []
     try:
         parser.add_bpmn_xml(root)

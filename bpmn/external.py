@@ -34,7 +34,12 @@ class ExternalTask(ServiceTask):
 
 
 def topic_of(node: etree._Element) -> dict[str, str]:
-    """``{"topic": ..., "source": ...}`` of a service or send task that names no operator."""
+    """``{"topic", "source", "element"}`` of a service, send or business rule task that names no
+    operator (``element``: its BPMN kind, which ``waiting_for`` shows)."""
+    return {**_topic(node), "element": etree.QName(node).localname}
+
+
+def _topic(node: etree._Element) -> dict[str, str]:
     if node.get(f"{{{CAMUNDA_NS}}}type") == "external":
         return {"topic": (node.get(f"{{{CAMUNDA_NS}}}topic") or "").strip(), "source": "camunda:topic"}
     for attribute in _IMPLEMENTATIONS:

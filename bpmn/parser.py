@@ -5,7 +5,8 @@ Spec classes are SpiffWorkflow's own, except those of ``bpmn.events``, ``bpmn.sc
 ``extensions`` (plain data). Beyond the profile, this parser decides how a few things are read:
 
 * timer texts become the Python expressions SpiffWorkflow evaluates (``bpmn.timers``);
-* a message's name is its ``name`` attribute, else its id, and correlation is not used;
+* a message's (signal's) name is its ``name`` attribute, else its id; a message's correlation
+  properties ride in ``extensions['correlation']`` for the engine, not in Spiff's own matching;
 * a top-level timer start event becomes a none start event whose timer is in
   ``extensions['timer']``: the engine schedules new instances, so the instance must not wait again;
 * error and escalation start events are read (Spiff reads them as none start events), and event
@@ -16,8 +17,8 @@ Spec classes are SpiffWorkflow's own, except those of ``bpmn.events``, ``bpmn.sc
 from __future__ import annotations
 
 from SpiffWorkflow.bpmn.parser.event_parsers import (
-    ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH, MESSAGE_EVENT_XPATH, TIMER_EVENT_XPATH,
-    EventBasedGatewayParser)
+    CANCEL_EVENT_XPATH, ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH, MESSAGE_EVENT_XPATH, SIGNAL_EVENT_XPATH,
+    TERMINATION_EVENT_XPATH, TIMER_EVENT_XPATH, EventBasedGatewayParser)
 from SpiffWorkflow.bpmn.parser.task_parsers import ConditionalGatewayParser, GatewayParser
 from SpiffWorkflow.bpmn.parser.util import full_tag
 from SpiffWorkflow.bpmn.specs.defaults import (
@@ -40,12 +41,13 @@ from bpmn.dmn.task import DecisionTask
 from bpmn.operators import OperatorTask
 from bpmn.parser_mixins import (  # clean_*, message_name, ... are also read from here by callers
     EventMixin, HumanTaskMixin, ProfileMixin, clean_condition, clean_script, event_subprocess_start_class,
-    is_top_level_timer_start, message_name)
+    is_top_level_timer_start, message_name, signal_name)
 from bpmn.scopes import ScopeEndJoin, connect_event_subprocess
 from bpmn.service_parsers import BatonSendTaskParser, BusinessRuleTaskParser, OperatorTaskParser
 from bpmn.timers import read_timer
 
-__all__ = ["BatonBpmnParser", "clean_condition", "clean_script", "is_top_level_timer_start", "message_name"]
+__all__ = ["BatonBpmnParser", "clean_condition", "clean_script", "is_top_level_timer_start", "message_name",
+           "signal_name"]
 
 
 class TaskParser(ProfileMixin, SpiffTaskParser):
@@ -72,7 +74,8 @@ class BatonScriptTaskParser(ProfileMixin, ScriptTaskParser):
 class BatonStartEventParser(EventMixin, SpiffStartEventParser):
     # SpiffWorkflow's start event parser does not read error and escalation definitions: such a
     # start event would become a none start event and its event subprocess would run at once.
-    DEFINITIONS = [MESSAGE_EVENT_XPATH, TIMER_EVENT_XPATH, ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH]
+    DEFINITIONS = [MESSAGE_EVENT_XPATH, SIGNAL_EVENT_XPATH, TIMER_EVENT_XPATH, ERROR_EVENT_XPATH,
+                   ESCALATION_EVENT_XPATH]
 
     def create_task(self):
         if is_top_level_timer_start(self.node):
@@ -93,7 +96,14 @@ class BatonStartEventParser(EventMixin, SpiffStartEventParser):
 
 
 class BatonEndEventParser(EventMixin, SpiffEndEventParser):
-    pass
+    # SpiffWorkflow's end event parser does not read signal definitions (a signal end event would
+    # throw nothing).
+    def create_task(self):
+        definition = self.get_event_definition([MESSAGE_EVENT_XPATH, SIGNAL_EVENT_XPATH, CANCEL_EVENT_XPATH,
+                                                ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH, TERMINATION_EVENT_XPATH])
+        task = self._create_task(definition)
+        task.connect(self.spec.end)
+        return task
 
 
 class BatonIntermediateCatchEventParser(EventMixin, SpiffIntermediateCatchEventParser):
@@ -171,9 +181,10 @@ class BatonBpmnParser(SpiffBpmnParser):
 
     PROCESS_PARSER_CLASS = BatonProcessParser
 
-    def __init__(self, decisions: dict | None = None):
+    def __init__(self, decisions: dict | None = None, correlations: dict | None = None):
         super().__init__()
         self.decisions = decisions or {}  # DMN decisions of the deploy, by id (bpmn.dmn.reader)
+        self.correlations = correlations or {}  # per message name: {property: expression} (bpmn.correlations)
 
     def get_subprocess_specs(self, name, specs=None, require_call_activity_specs=True):
         """SpiffWorkflow's, passing ``require_call_activity_specs`` down when it recurses (3.2 drops

@@ -1,9 +1,10 @@
 """The mixins Baton's SpiffWorkflow parsers share, and the readings of the model they rest on.
 
 ``ProfileMixin`` puts the profile's properties into ``task_spec.extensions``; ``HumanTaskMixin``
-adds forms and buttons; ``EventMixin`` reads messages by name (without correlation), timers as
-normalized expressions (``bpmn.timers``, cron cycles by ``bpmn.cron``) and errors and escalations
-that carry the thrower's variables (``bpmn.events``).
+adds forms and buttons; ``EventMixin`` reads messages and signals by name (a message's correlation
+properties into ``extensions['correlation']``), timers as normalized expressions (``bpmn.timers``,
+cron cycles by ``bpmn.cron``) and errors and escalations that carry the thrower's variables
+(``bpmn.events``).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from SpiffWorkflow.bpmn.specs.event_definitions.timer import (
 
 from bpmn import profile
 from bpmn.cron import CronCycleDefinition
-from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition
+from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition, SignalDefinition
 from bpmn.loops import ParallelInstances, SequentialInstances
 from bpmn.scopes import EventSubprocessStart, InterruptingStartEvent
 from bpmn.timers import read_timer
@@ -60,8 +61,23 @@ class HumanTaskMixin(ProfileMixin):
 
 
 class EventMixin(ProfileMixin):
-    """Messages by name (else id), without correlation; timers as normalized expressions;
-    errors and escalations that carry the thrower's variables (``bpmn.events``)."""
+    """Messages and signals by name (else id); timers as normalized expressions; errors and
+    escalations that carry the thrower's variables (``bpmn.events``)."""
+
+    def parse_extensions(self, node=None):
+        extensions = super().parse_extensions(node)
+        if node is None:  # the element itself: the correlation of the message it throws or waits for
+            name = message_name(self.node)
+            if name is None:
+                definition = self.node.find(f"{{{profile.BPMN_NS}}}messageEventDefinition")
+                name = message_name(definition) if definition is not None else None
+            correlation = self.process_parser.parser.correlations.get(name) if name else None
+            if correlation:
+                extensions["correlation"] = dict(correlation)
+        return extensions
+
+    def parse_signal_event(self, signal_event):
+        return SignalDefinition(signal_name(signal_event), description=self.get_event_description(signal_event))
 
     def parse_error_event(self, error_event):
         return _retyped(super().parse_error_event(error_event), ErrorDefinition)
@@ -95,6 +111,17 @@ def message_name(element: etree._Element) -> str | None:
     for message in element.getroottree().getroot().iterchildren(f"{{{profile.BPMN_NS}}}message"):
         if message.get("id") == ref:
             return (message.get("name") or "").strip() or ref
+    return None
+
+
+def signal_name(element: etree._Element) -> str | None:
+    """The name a signal is broadcast by: its ``bpmn:signal``'s ``name``, else that signal's id."""
+    ref = element.get("signalRef")
+    if not ref:
+        return None
+    for signal in element.getroottree().getroot().iterchildren(f"{{{profile.BPMN_NS}}}signal"):
+        if signal.get("id") == ref:
+            return (signal.get("name") or "").strip() or ref
     return None
 
 

@@ -25,13 +25,13 @@ from SpiffWorkflow.bpmn.specs.bpmn_process_spec import BpmnProcessSpec
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.spiff.serializer.config import SPIFF_CONFIG
 from SpiffWorkflow.spiff.serializer.event_definition import (
-    ErrorEscalationEventDefinitionConverter, MessageEventDefinitionConverter)
+    ErrorEscalationEventDefinitionConverter, ItemAwareEventDefinitionConverter, MessageEventDefinitionConverter)
 from SpiffWorkflow.spiff.serializer.task_spec import (
     ServiceTaskConverter, SpiffBpmnTaskConverter, SpiffMultiInstanceConverter)
 
 from bpmn.cron import CronCycleDefinition
 from bpmn.dmn.task import DecisionTask
-from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition
+from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition, SignalDefinition
 from bpmn.external import ExternalTask
 from bpmn.loops import ParallelInstances, SequentialInstances
 from bpmn.operators import OperatorTask
@@ -43,6 +43,7 @@ VERSION_KEY = BpmnWorkflowSerializer.VERSION_KEY
 # SpiffWorkflow's spiff configuration plus Baton's spec classes (bpmn.events, .scopes, .loops,
 # .operators, .external).
 BATON_CONFIG = {**SPIFF_CONFIG, MessageDefinition: MessageEventDefinitionConverter,
+                SignalDefinition: ItemAwareEventDefinitionConverter,
                 ErrorDefinition: ErrorEscalationEventDefinitionConverter,
                 EscalationDefinition: ErrorEscalationEventDefinitionConverter,
                 EventSubprocessStart: EventConverter, InterruptingStartEvent: EventConverter,

@@ -18,11 +18,13 @@ from bpmn.timers import read_timer
 @dataclass(frozen=True)
 class StartEventInfo:
     element_id: str
-    # webhook, a channel type, 'timer' (a top-level timer start), 'message' or None (process.start)
+    # webhook, a channel type, 'timer' (a top-level timer start), 'message', 'signal' or None
+    # (process.start)
     trigger: str | None
     channel: str | None
     line: int | None = None
     message: str | None = None  # the message name of a message start event
+    signal: str | None = None   # the signal name of a signal start event
 
 
 @dataclass(frozen=True)
@@ -48,22 +50,24 @@ def start_events_of(process: etree._Element) -> list[StartEventInfo]:
             trigger = start_trigger(element)
             events.append(StartEventInfo(
                 element_id=element.get("id"),
-                trigger=trigger[0] if trigger[0] in ("timer", "message") else properties.get("trigger") or None,
+                trigger=trigger[0] if trigger[0] in ("timer", "message", "signal")
+                else properties.get("trigger") or None,
                 channel=(properties.get("channel") or "").strip() or None,
                 line=element.sourceline,
                 message=trigger[1] if trigger[0] == "message" else None,
+                signal=trigger[1] if trigger[0] == "signal" else None,
             ))
     return events
 
 
 def default_start(starts: list[StartEventInfo]) -> str | None:
     """The start event ``process.start`` begins at: the one without a trigger, else the first that
-    is not a message start (webhook, channel and timer starts run at once), else the first."""
+    waits for nothing (webhook, channel and timer starts run at once), else the first."""
     for start in starts:
         if start.trigger is None:
             return start.element_id
     for start in starts:
-        if start.trigger != "message":
+        if start.trigger not in ("message", "signal"):
             return start.element_id
     return starts[0].element_id if starts else None
 

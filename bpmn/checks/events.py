@@ -20,14 +20,15 @@ ACTIVITIES = frozenset({"task", "scriptTask", "userTask", "manualTask", "service
                         "callActivity", "subProcess", "sendTask", "businessRuleTask", "transaction",
                         "adHocSubProcess"})
 _SUBPROCESS_LIKE = ("subProcess", "callActivity")
-_EVENT_SUBPROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
-                            "escalationEventDefinition")
+_EVENT_SUBPROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition", "signalEventDefinition",
+                            "errorEventDefinition", "escalationEventDefinition")
 _OR_A_WORKER = {"error": " (or what the worker of an external task reports)", "escalation": ""}
 _THROWERS = ("endEvent", "intermediateThrowEvent")
-_PROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition")
+_PROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition", "signalEventDefinition")
 _UPSTREAM_TIMER_BUG = ("SpiffWorkflow 3.2 keeps one due time per gateway, so two timers after one "
                        "eventBasedGateway fire at the wrong time (an upstream bug)")
 _REFERENCES = {"messageEventDefinition": ("messageRef", "message", True),
+               "signalEventDefinition": ("signalRef", "signal", True),
                "errorEventDefinition": ("errorRef", "error", False),
                "escalationEventDefinition": ("escalationRef", "escalation", False)}
 
@@ -49,7 +50,7 @@ def check_events(container: etree._Element, issues: Issues) -> None:
         if tag == "startEvent":
             _check_start_event(element, definition, container, issues)
         elif tag == "intermediateCatchEvent" and definition is None and not _has_definitions(element):
-            issues.add(element, "intermediateCatchEvent needs a timer or message definition: "
+            issues.add(element, "intermediateCatchEvent needs a timer, message or signal definition: "
                                 "it waits for something.")
         elif tag == "boundaryEvent":
             _check_boundary_event(element, definition, container, issues)
@@ -60,7 +61,7 @@ def check_events(container: etree._Element, issues: Issues) -> None:
 
 
 def _declarations(root: etree._Element) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {"message": set(), "error": set(), "escalation": set()}
+    found: dict[str, set[str]] = {"message": set(), "signal": set(), "error": set(), "escalation": set()}
     for child in bpmn_children(root):
         if local_name(child) in found and child.get("id"):
             found[local_name(child)].add(child.get("id"))
@@ -108,7 +109,7 @@ def _check_start_event(element, definition, container, issues: Issues) -> None:
             issues.add(element, f"A start event with {kind} can only start an event subProcess "
                                 '(a subProcess with triggeredByEvent="true").')
         elif kind in _PROCESS_STARTS and trigger:
-            what = "timer" if kind == "timerEventDefinition" else "message"
+            what = kind.removesuffix("EventDefinition")
             issues.add(element, f"A {what} start event starts the process by its {what}; remove its "
                                 f"'trigger' property ({trigger}).")
         return
@@ -117,8 +118,8 @@ def _check_start_event(element, definition, container, issues: Issues) -> None:
                             f"not of a {container_word(container)}.")
     if is_event_subprocess(container):
         if kind not in _EVENT_SUBPROCESS_STARTS:
-            issues.add(element, "An event subProcess starts at a timer, message, error or escalation "
-                                "start event; this start event waits for nothing.")
+            issues.add(element, "An event subProcess starts at a timer, message, signal, error or "
+                                "escalation start event; this start event waits for nothing.")
         elif kind == "errorEventDefinition" and element.get("isInterrupting") == "false":
             issues.add(element, "An error start event always interrupts its scope; remove "
                                 'isInterrupting="false".')
@@ -170,7 +171,7 @@ def _check_boundary_event(element, definition, container, issues: Issues) -> Non
         issues.add(element, f"boundaryEvent cancelActivity must be true or false, not '{cancel}'.")
     if definition is None:
         if not _has_definitions(element):
-            issues.add(element, "boundaryEvent needs a timer, message, error or escalation definition.")
+            issues.add(element, "boundaryEvent needs a timer, message, signal, error or escalation definition.")
         return
     kind = local_name(definition)
     if kind == "errorEventDefinition" and cancel == "false":

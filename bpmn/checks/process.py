@@ -7,7 +7,7 @@ not. Pools that only document a partner are marked ``isExecutable="false"`` and 
 
 A process may have several start events when each has its own trigger, so that whatever starts an
 instance names one of them: at most one without any (``process.start``), webhook and timer starts
-(each its own), a channel at most once, a message name at most once.
+(each its own), a channel at most once, a message or signal name at most once.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from lxml import etree
 from bpmn import profile
 from bpmn.checks.elements import bpmn_children, event_definition
 from bpmn.issues import Issues, local_name
-from bpmn.parser import message_name
+from bpmn.parser import message_name, signal_name
 
 _FIX = 'set isExecutable="true" on the process Baton should run'
 
@@ -115,19 +115,22 @@ def check_start_events(process: etree._Element, issues: Issues) -> None:
 _TRIGGER_WORDS = {
     "none": lambda t: "without a trigger, which process.start would choose between",
     "message": lambda t: f"for the message '{t[1]}'",
+    "signal": lambda t: f"for the signal '{t[1]}'",
     "channel": lambda t: f"for the {t[1]} channel '{t[2]}'",
 }
 
 
 def start_trigger(start: etree._Element) -> tuple:
     """What starts the process at this start event: ("none",), ("webhook", id), ("timer", id),
-    ("message", name) or ("channel", type, channel)."""
+    ("message", name), ("signal", name) or ("channel", type, channel)."""
     definition = event_definition(start)
     kind = local_name(definition) if definition is not None else None
     if kind == "timerEventDefinition":
         return ("timer", start.get("id"))
     if kind == "messageEventDefinition":
         return ("message", message_name(definition) or definition.get("messageRef") or "")
+    if kind == "signalEventDefinition":
+        return ("signal", signal_name(definition) or definition.get("signalRef") or "")
     properties = profile.read_properties(start)
     trigger = (properties.get("trigger") or "").strip()
     if trigger == "webhook":

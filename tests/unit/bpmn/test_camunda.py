@@ -136,7 +136,7 @@ def test_a_service_task_without_an_operator_is_an_external_task_with_a_topic(att
     parsed = bpmn.parse_definition(one_task(attributes, extensions))
     assert parsed.external_topics == [topic]
     spec = bpmn.load_spec(parsed.spec_json)[0].task_specs["work"]  # stored with the spec
-    assert spec.extensions["external"] == {"topic": topic, "source": source}
+    assert spec.extensions["external"] == {"topic": topic, "source": source, "element": "serviceTask"}
     assert "operator" not in spec.extensions
 
 

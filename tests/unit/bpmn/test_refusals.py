@@ -46,7 +46,7 @@ def test_timers_that_cannot_run_or_repeat_without_end_are_refused():
 def test_events_in_places_they_cannot_run_are_refused():
     assert_refusals(refusal(fixture("cov_refused_events")), [
         ("on_error", 12, "can only start an event subProcess"),
-        ("nothing", 17, "intermediateCatchEvent needs a timer or message definition"),
+        ("nothing", 17, "intermediateCatchEvent needs a timer, message or signal definition"),
         ("no_ref", 20, "needs a messageRef naming a bpmn:message"),
         ("bad_ref", 24, "messageRef 'Message_missing' names no bpmn:message of this file"),
         ("listen", 31, "receiveTask needs a messageRef"),
