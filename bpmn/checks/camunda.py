@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from lxml import etree
 
-from bpmn.checks.elements import bpmn_children, content, event_definition, is_container
+from bpmn.checks.elements import MAX_NAME, bpmn_children, content, event_definition, is_container
+from bpmn.checks.events import is_external_task
+from bpmn.external import topic_of
 from bpmn.issues import Issues, local_name
 from bpmn.profile import CAMUNDA_NS, ZEEBE_NS
 
@@ -31,6 +33,9 @@ def check_camunda(container: etree._Element, issues: Issues) -> None:
             _check_extension(element, tag, extension, issues)
         if tag == "serviceTask" or tag == "sendTask":
             _check_external(element, tag, issues)
+        if is_external_task(element) and len(topic_of(element)["topic"]) > MAX_NAME:
+            issues.add(element, f"{tag} topic '{topic_of(element)['topic'][:40]}...' is longer than {MAX_NAME} "
+                                "characters; give it a shorter camunda:topic.")
         if tag == "scriptTask" and element.get(f"{{{CAMUNDA_NS}}}resource"):
             issues.add(element, f"scriptTask camunda:resource '{element.get(f'{{{CAMUNDA_NS}}}resource')}' is "
                                 "not supported: write the script inline, in Python.")

@@ -76,12 +76,17 @@ def flow_nodes(container: etree._Element) -> dict[str, etree._Element]:
             and local_name(child) != "sequenceFlow"}
 
 
+MAX_NAME = 255  # a message or signal name, and an external task's topic (the engine's columns)
+
+
 def check_definitions(root: etree._Element, issues: Issues) -> None:
     """Children of <definitions> other than processes: declarations pass, the rest is refused."""
     for child in bpmn_children(root):
         tag = local_name(child)
         if tag != "process" and tag not in ROOT_DECLARATIONS:
             issues.add(child, element_refusal(tag, []))
+        elif tag in ("message", "signal") and len((child.get("name") or "").strip() or child.get("id") or "") > MAX_NAME:
+            issues.add(child, f"The {tag} name is longer than {MAX_NAME} characters.")
 
 
 def check_elements(container: etree._Element, issues: Issues) -> None:

@@ -13,6 +13,7 @@ from bpmn.allowlist import FLOW_ELEMENTS
 from bpmn.checks.elements import (bpmn_children, container_word, content, event_definition,
                                   is_container, is_event_subprocess)
 from bpmn.checks.flows import flow_index
+from bpmn.dmn.task import decision_ref, is_implemented_like_a_service
 from bpmn.issues import Issues, local_name
 from bpmn.timers import read_timer
 
@@ -230,8 +231,11 @@ def _check_event_based_gateway(gateway, container, issues: Issues) -> None:
 
 
 def is_external_task(element) -> bool:
-    """A service task without an operator, or a send task without a message: a worker completes it."""
+    """A service task without an operator, a send task without a message, a business rule task
+    implemented like a service: a worker completes it."""
     tag = local_name(element)
     if tag == "serviceTask":
         return not profile.read_properties(element).get("operator")
+    if tag == "businessRuleTask":
+        return decision_ref(element) is None and is_implemented_like_a_service(element)
     return tag == "sendTask" and not element.get("messageRef")

@@ -8,6 +8,11 @@ from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Tex
 from sqlalchemy.orm import Mapped, mapped_column
 
 from engine.store.db import db, utcnow
+from engine.store.waiting_models import EventSubscription, ExternalTask  # every table is importable from here
+
+__all__ = ["AiDialog", "AiKnowledge", "ApiKey", "Channel", "Conversation", "Definition", "Delivery",
+           "EventSubscription", "ExternalTask", "IdempotencyRecord", "Instance", "Job", "Message", "Task",
+           "Tenant", "WebhookRoute"]
 
 # SQLite only makes INTEGER PRIMARY KEY an auto-increment alias; PostgreSQL gets a BIGINT identity.
 BigId = BigInteger().with_variant(Integer(), "sqlite")
@@ -47,6 +52,7 @@ class Definition(db.Model):
     name: Mapped[str | None] = mapped_column(String(255))
     # Large and rarely needed: loaded only when read (a webhook start needs neither).
     bpmn_xml: Mapped[str] = mapped_column(Text, deferred=True)
+    dmn_xml: Mapped[list[str] | None] = mapped_column(JSON, deferred=True)  # the DMN files deployed with it
     spec_json: Mapped[str] = mapped_column(Text, deferred=True)
     start_events: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
