@@ -41,8 +41,9 @@ def start(tenant_id: int, definition: Definition, variables: dict[str, Any] | No
     """Create a running instance and its start job in the current transaction."""
     if variables is not None and not isinstance(variables, dict):
         raise InvalidParamsError("Parameter 'variables' must be an object.")
+    default = next((s["element_id"] for s in definition.start_events or [] if s.get("default")), None)
     instance_id = writes.create_instance(writes.SessionExecutor(), tenant_id, definition.id, dict(variables or {}),
-                                         START)
+                                         START, {"start_event": default} if default else None)
     answer = {"instance_id": instance_id, "status": "running", "definition_id": definition.id}
     if commit:
         db.session.commit()

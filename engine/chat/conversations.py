@@ -110,7 +110,8 @@ def _open(channel: Channel, chat_id: str, text: str, user_id: str | None, userna
     db.session.add(conversation)
     db.session.flush()  # the partial unique index refuses a second active conversation of the chat here
     conversation.instance_id = writes.create_instance(
-        writes.SessionExecutor(), channel.tenant_id, definition.id, _variables(channel, conversation, text), START)
+        writes.SessionExecutor(), channel.tenant_id, definition.id, _variables(channel, conversation, text), START,
+        {"start_event": channel_configs.bound_start_event(definition, channel)})
     return conversation
 
 

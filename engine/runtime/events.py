@@ -14,7 +14,7 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.exceptions import TaskNotFoundException, WorkflowException
 from SpiffWorkflow.util.task import TaskState
 
-from bpmn import message_event
+from bpmn import message_event, signal_event, start_at
 from engine.chat.ai_dialogs import is_ai_chat
 from engine.errors import OperatorError
 from engine.jobs import kinds
@@ -43,11 +43,18 @@ class Events:
         return self.by_kind[kind](workflow, payload)
 
     def start(self, workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow:
+        """A new workflow, begun at the start event its trigger names (``start_event``; none: the
+        only one); a message or signal that started it (``trigger``) is delivered to that event."""
         if workflow is not None:  # already started: a replayed start job changes nothing
             return workflow
         workflow = workflows.new_workflow(payload["_specs"], self.script_engine)
-        start = workflow.get_next_task(state=TaskState.READY)
-        start.data.update(payload.get("variables") or {})
+        workflow.get_next_task(state=TaskState.READY).data.update(payload.get("variables") or {})
+        if payload.get("start_event"):
+            start_at(workflow, payload["start_event"])
+        trigger = payload.get("trigger")
+        if trigger:
+            workflow.do_engine_steps()  # to the start event, which waits for its message or signal
+            workflow.send_event(event_of(trigger))
         return workflow
 
     def retry(self, workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow:
@@ -78,12 +85,30 @@ def _task_completion(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> 
     return workflow
 
 
+def event_of(trigger: dict[str, Any]):
+    """The BPMN event of a delivered message or signal (``{kind, name, variables, correlation}``)."""
+    if trigger["kind"] == "signal":
+        return signal_event(trigger["name"], trigger.get("variables"))
+    return message_event(trigger["name"], trigger.get("variables"), trigger.get("correlation"))
+
+
 def _message(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow | None:
-    """Deliver a named message, with its variables, to whatever waits for it."""
+    """Deliver a named message, with its variables (and correlation values), to whatever waits for it."""
     try:
-        workflow.send_event(message_event(payload["message"], payload.get("variables") or {}))
+        workflow.send_event(message_event(payload["message"], payload.get("variables") or {},
+                                          payload.get("correlation")))
     except WorkflowException:  # it stopped waiting between process.message and now
         log.warning("message %r arrived when nothing waited for it any more", payload["message"])
+    return workflow
+
+
+def _signal(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow | None:
+    """A broadcast signal: to whatever waits for it; nothing waiting any more is no error (a signal
+    reaches whoever listens when it is broadcast)."""
+    try:
+        workflow.send_event(signal_event(payload["signal"], payload.get("variables") or {}))
+    except WorkflowException:
+        log.info("signal %r arrived when nothing waited for it any more", payload["signal"])
     return workflow
 
 

@@ -88,7 +88,8 @@ class TimerStartRunner:
         payload: dict[str, Any] = job.payload
         if workflows.latest_definition_id(job.tenant_id, payload["code"], missing=None) == payload["definition_id"]:
             # The parser made the timer start a plain start event: the new instance runs at once.
-            writes.create_instance(writes.SessionExecutor(), job.tenant_id, payload["definition_id"], {}, START)
+            writes.create_instance(writes.SessionExecutor(), job.tenant_id, payload["definition_id"], {}, START,
+                                   {"start_event": payload["element_id"]})
             _schedule_next(job.tenant_id, payload)
         jobs.finish(job, worker_id)
         db.session.commit()
