@@ -15,7 +15,7 @@ import click
 from flask import Flask
 from flask_migrate import Migrate, upgrade
 
-from engine.jobs.wakers import Wakers
+from engine.jobs.wakers import LongPoll, Wakers
 from engine.store.db import WAKERS, configure_sqlite, db
 
 ROOT = Path(__file__).resolve().parent
@@ -43,6 +43,7 @@ class Settings:
     ai_api_key: str | None = None                                   # BATON_AI_API_KEY
     ai_timeout_s: float = 30.0                                      # BATON_AI_TIMEOUT_S (per model call)
     ai_retries: int = 2                                             # BATON_AI_RETRIES (the client's retries)
+    max_long_polls: int = 4                                         # BATON_MAX_LONG_POLLS (external.fetch_and_lock waiting at once)
 
     ENV = {"database_url": "DATABASE_URL"}
 
@@ -125,10 +126,11 @@ class Baton:
         """The handler of every job kind, built around this process's sandbox, HTTP client and model."""
         from ai import build_provider
         from engine.chat.ai_dialogs import AiTurnRunner
-        from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, TIMER_START
+        from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, THROWN, TIMER_START
         from engine.outbound.delivery import DeliveryRunner
         from engine.outbound.http import OutboundHttp
         from engine.outbound.http_tasks import HttpTaskRunner
+        from engine.runtime.routing import ThrownRunner
         from engine.runtime.runner import Runner
         from engine.runtime.timer_starts import TimerStartRunner
         from engine.sandbox import Sandbox, SandboxScriptEngine
@@ -145,6 +147,7 @@ class Baton:
         runner = Runner(script_engine, specs, wakers=self.wakers, public_url=settings.public_url)
         handlers = {kind: runner for kind in runner.kinds}
         handlers[TIMER_START] = TimerStartRunner()
+        handlers[THROWN] = ThrownRunner()
         handlers[OPERATOR] = HttpTaskRunner(self.sandbox, script_engine, specs, self.outbound,
                                             retry_base_s=settings.http_retry_base_s)
         handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale)
@@ -229,7 +232,9 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(webhook_bp)
     app.register_blueprint(webchat_bp)
     app.register_blueprint(task_callback_bp)
-    app.register_blueprint(rpc_blueprint(build_methods(), settings))
+    long_poll = LongPoll(settings.max_long_polls)
+    wakers.add(long_poll)  # a commit that opens external tasks wakes this process's long polls
+    app.register_blueprint(rpc_blueprint(build_methods(), settings, long_poll))
     if not app.debug:  # (debug answers are indented: Flask's path gives them)
         with app.app_context():
             app.wsgi_app = WebhookDoor(app.wsgi_app, db.engine, wakers, settings.max_body_bytes)

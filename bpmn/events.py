@@ -101,6 +101,19 @@ def _thrower(my_task) -> dict[str, Any]:
             "undelivered": (properties.get("undelivered") or "fail").strip()}
 
 
+def awaited_correlation(my_task) -> dict[str, Any]:
+    """The correlation values a waiting element expects of its message: for each property it
+    declares, the instance's value from its earlier messages (``workflow.correlations``), else
+    the property's expression over the element's own variables."""
+    expressions = my_task.task_spec.extensions.get("correlation") or {}
+    if not expressions:
+        return {}
+    known = my_task.workflow.top_workflow.correlations
+    computed = correlation_values(my_task, my_task.data)
+    return {prop: known[prop] if prop in known else computed[prop]
+            for prop in expressions if prop in known or prop in computed}
+
+
 def correlation_values(my_task, payload: Any) -> dict[str, Any]:
     """The values of the correlation properties the element declares for its message
     (``extensions['correlation']``: {property: expression over the payload}); a property whose

@@ -53,13 +53,18 @@ def _topic(node: etree._Element) -> dict[str, str]:
 
 
 def waiting_external_tasks(workflow) -> list[dict[str, Any]]:
-    """The external tasks of a workflow that wait for a worker: ``{spiff_task_id, element_id, topic}``."""
+    """The external tasks of a workflow that wait for a worker:
+    ``{spiff_task_id, element_id, topic, variables}`` (the variables the task sees)."""
     found = []
     for task in workflow.get_tasks(state=TaskState.STARTED):
         if isinstance(task.task_spec, ExternalTask):
             found.append({"spiff_task_id": str(task.id), "element_id": task.task_spec.bpmn_id,
-                          "topic": task.task_spec.extensions["external"]["topic"]})
+                          "topic": task.task_spec.extensions["external"]["topic"], "variables": dict(task.data)})
     return found
+
+
+def is_external_task(task_spec) -> bool:
+    return isinstance(task_spec, ExternalTask)
 
 
 def complete_external_task(task, variables: dict[str, Any]) -> None:

@@ -12,7 +12,7 @@ from sqlalchemy.exc import IntegrityError
 
 from bpmn import parse_definitions
 from engine.chat import channel_configs
-from engine.errors import BpmnValidationError, InvalidParamsError, NotFoundError
+from engine.errors import InvalidParamsError, NotFoundError
 from engine.runtime import timer_starts
 from engine.store.db import db, iso
 from engine.store.models import Definition, WebhookRoute

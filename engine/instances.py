@@ -9,17 +9,19 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
-from engine import jobs, tasks
+from engine import external_tasks, jobs, tasks
 from engine.chat import outbox
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.jobs.kinds import MESSAGE, RETRY, START
+from engine.runtime import subscriptions
+from engine.runtime.routing import QUEUED
 from engine.store import writes
 from engine.store.db import db, iso, utcnow
 from engine.store.models import Definition, Instance, Job
 from engine.store.paging import page_of
 
 STATUSES = ("running", "completed", "cancelled", "failed")
-_QUEUED = "message_queued"  # a waiting_for entry already claimed by an accepted message
+_QUEUED = QUEUED  # a waiting_for entry already claimed by an accepted message
 
 
 def resolve_definition(tenant_id: int, reference: int | str) -> Definition:
@@ -92,6 +94,8 @@ def cancel(tenant_id: int, instance_id: int) -> dict[str, Any]:
                     revision=Instance.revision + 1))
         db.session.execute(delete(Job).where(Job.instance_id == instance.id))
         tasks.cancel_open(instance.id)
+        external_tasks.cancel_open(instance.id)
+        subscriptions.drop(instance.id)
         outbox.close_for_instance(instance.id)
         db.session.commit()
     return {"instance_id": instance.id, "status": "cancelled"}

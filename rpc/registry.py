@@ -21,6 +21,7 @@ class RpcContext:
     principal: Any  # engine.auth.Principal: tenant_id, key_id, require(permission)
     settings: Any   # app.Settings (public_url, allow_private_urls, ...)
     legacy: bool = False  # True on the old ``/rpc`` path
+    long_poll: Any = None  # engine.jobs.wakers.LongPoll: how external.fetch_and_lock waits
 
     @property
     def tenant_id(self) -> int:

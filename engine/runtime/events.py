@@ -14,9 +14,9 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.exceptions import TaskNotFoundException, WorkflowException
 from SpiffWorkflow.util.task import TaskState
 
-from bpmn import message_event, signal_event, start_at
+from bpmn import complete_external_task, is_external_task, message_event, signal_event, start_at, throw_bpmn_error
 from engine.chat.ai_dialogs import is_ai_chat
-from engine.errors import OperatorError
+from engine.errors import ExternalTaskError, OperatorError, UndeliveredError
 from engine.jobs import kinds
 from engine.outbound.http_tasks import DISPATCHED, FAILED
 from engine.runtime.human_tasks import is_human
@@ -37,6 +37,7 @@ class Events:
             kinds.START: self.start, kinds.TIMER: _nothing, kinds.MESSAGE: _message, kinds.RETRY: self.retry,
             kinds.COMPLETE_TASK: _task_completion, kinds.OPERATOR_RESULT: _operator_result,
             kinds.CHAT_MESSAGE: _chat_message, kinds.AI_RESULT: _ai_result,
+            kinds.EXTERNAL_RESULT: _external_result, kinds.SIGNAL: _signal, kinds.UNDELIVERED: _undelivered,
         }
 
     def apply(self, kind: str, workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow:
@@ -148,6 +149,34 @@ def _operator_result(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> 
     task.internal_data.pop(DISPATCHED, None)
     task.run()
     return workflow
+
+
+def _external_result(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow | None:
+    """What a worker reported for an external task: its variables and on; a BPMN error to the
+    task's error boundary event (none catching it fails the instance there); a failure with no
+    retries left fails the instance there. A task that no longer waits is left alone."""
+    task = find_task(workflow, payload["spiff_task_id"])
+    if task is None or task.state != TaskState.STARTED or not is_external_task(task.task_spec):
+        return workflow
+    element_id = task.task_spec.bpmn_id
+    if payload["outcome"] == "complete":
+        complete_external_task(task, payload.get("variables") or {})
+    elif payload["outcome"] == "bpmn_error":
+        code, message = payload["error_code"], payload.get("message")
+        if not throw_bpmn_error(task, code, message, payload.get("variables")):
+            said = f": {message}" if message else "."
+            raise ExternalTaskError(f"The worker reported the BPMN error '{code}' at '{element_id}', and no error "
+                                    f"boundary event of the task catches it{said}", data={"element_id": element_id})
+    else:
+        raise ExternalTaskError(f"The external task '{element_id}' (topic '{payload.get('topic')}') failed with no "
+                                f"retries left: {payload.get('message')}", data={"element_id": element_id})
+    return workflow
+
+
+def _undelivered(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow | None:
+    """A message this instance threw reached nobody and its element says fail: the instance fails
+    there (it has moved on; process.retry resumes it where it waits now)."""
+    raise UndeliveredError(payload["message"], data={"element_id": payload.get("element_id")})
 
 
 def find_task(workflow: BpmnWorkflow | None, spiff_task_id: str):

@@ -20,7 +20,7 @@ from engine.chat import ai_dialogs
 from engine.chat import outbox as chat_outbox
 from engine.errors import CallActivityError
 from engine.jobs import kinds
-from engine.runtime import human_tasks, stepping
+from engine.runtime import external_tasks, human_tasks, stepping, subscriptions
 from engine.runtime.events import Events
 from engine.runtime.outcome import Outcome
 from engine.store import workflows, writes
@@ -152,6 +152,15 @@ class Runner:
         for work in outcome.dispatch:
             found.append(lambda work=work: jobs.enqueue(job.tenant_id, kinds.OPERATOR,
                                                         payload={"instance_id": job.instance_id, **work}))
+        if external_tasks.may_have_external_tasks(specs):
+            found.append(lambda: external_tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
+                                                     outcome.workflow if running else None))
+        waiting_for = outcome.waiting_for if running else []
+        if subscriptions.changed(row.waiting_for, waiting_for):
+            found.append(lambda: subscriptions.sync(row.tenant_id, job.instance_id, waiting_for))
+        if outcome.thrown:  # delivered by a job of their own, committed with the state that threw them
+            found.append(lambda: jobs.enqueue(job.tenant_id, kinds.THROWN, payload={
+                "instance_id": job.instance_id, "events": outcome.thrown}))
         return found
 
     # -- failing -------------------------------------------------------------------------------
