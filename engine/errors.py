@@ -23,15 +23,14 @@ Flask error handlers (``channels/http.py``).
     ├── CallActivityError     a call activity names a process that is not deployed (fails its instance)
     ├── OperatorError         an operator service task failed, e.g. HTTP after its retries (fails its instance)
     ├── ExternalTaskError     a worker failed an external task for good, or its BPMN error found no catcher (fails its instance)
-    ├── UndeliveredError      a thrown message reached no instance and started none (fails its thrower)
     ├── ScriptError           a sandboxed script/condition/template failed (fails its instance)
     │   ├── SandboxLimitError     it broke the time or memory limit
     │   └── GuardrailError        the instance grew past a safety limit (steps, depth, time)
     └── OutboundError         -32603 outbound_failed   502  an outbound HTTP call failed (connect, timeout, size)
         └── CallFailedError       an HTTP task's call failed: retryable or not, with the server's Retry-After
 
-Errors that fail an instance (CallActivityError, OperatorError, ExternalTaskError, UndeliveredError,
-ScriptError) never reach a caller
+Errors that fail an instance (CallActivityError, OperatorError, ExternalTaskError, ScriptError)
+never reach a caller
 as such: the instance's ``error`` carries their message. The wire forms are ``to_rpc()`` (the
 ``error`` object of a JSON-RPC answer) and ``to_http()`` (status and body of any other endpoint).
 """
@@ -202,12 +201,6 @@ class ExternalTaskError(BatonError):
     that no error boundary event catches."""
 
     reason = "external_task_failed"
-
-
-class UndeliveredError(BatonError):
-    """A thrown message reached no waiting instance and started no process."""
-
-    reason = "undelivered"
 
 
 class ScriptError(BatonError):

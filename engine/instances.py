@@ -150,7 +150,12 @@ def retry(tenant_id: int, instance_id: int, variables: dict[str, Any] | None) ->
         .values(status="running", error=None, completed_at=None, revision=Instance.revision + 1))
     if resumed.rowcount != 1:
         raise ConflictError(f"Instance {instance_id} was retried by another call.")
-    jobs.enqueue(tenant_id, RETRY, instance_id=instance.id, payload={"variables": variables or {}})
+    payload = {"variables": variables or {}}
+    if instance.state is None:  # it failed before its first save: begin again where its start job said
+        held_start = db.session.execute(select(Job.payload).where(
+            Job.instance_id == instance.id, Job.kind == START, Job.run_at == jobs.HELD_UNTIL)).scalars().first()
+        payload.update({k: v for k, v in (held_start or {}).items() if k in ("start_event", "trigger")})
+    jobs.enqueue(tenant_id, RETRY, instance_id=instance.id, payload=payload)
     jobs.requeue_held(instance.id)  # what an internal failure kept aside runs after the retry
     db.session.commit()
     return {"instance_id": instance.id, "status": "running"}

@@ -18,9 +18,8 @@ CHAT_MESSAGE = "chat_message"        # a customer's message for the instance (al
 AI_RESULT = "ai_result"              # an AI chat step ended
 EXTERNAL_RESULT = "external_result"  # a worker completed an external task, failed it for good or threw a BPMN error
 SIGNAL = "signal"                    # a broadcast signal for an instance that waits for it
-UNDELIVERED = "undelivered"          # a message the instance threw reached nobody: it fails at the thrower
 INSTANCE_KINDS = (START, TIMER, MESSAGE, RETRY, COMPLETE_TASK, OPERATOR_RESULT, CHAT_MESSAGE, AI_RESULT,
-                  EXTERNAL_RESULT, SIGNAL, UNDELIVERED)
+                  EXTERNAL_RESULT, SIGNAL)
 
 # Other jobs.
 TIMER_START = "timer_start"          # a timer start event of a definition is due

@@ -16,7 +16,7 @@ from SpiffWorkflow.util.task import TaskState
 
 from bpmn import complete_external_task, is_external_task, message_event, signal_event, start_at, throw_bpmn_error
 from engine.chat.ai_dialogs import is_ai_chat
-from engine.errors import ExternalTaskError, OperatorError, UndeliveredError
+from engine.errors import ExternalTaskError, OperatorError
 from engine.jobs import kinds
 from engine.outbound.http_tasks import DISPATCHED, FAILED
 from engine.runtime.human_tasks import is_human
@@ -37,7 +37,7 @@ class Events:
             kinds.START: self.start, kinds.TIMER: _nothing, kinds.MESSAGE: _message, kinds.RETRY: self.retry,
             kinds.COMPLETE_TASK: _task_completion, kinds.OPERATOR_RESULT: _operator_result,
             kinds.CHAT_MESSAGE: _chat_message, kinds.AI_RESULT: _ai_result,
-            kinds.EXTERNAL_RESULT: _external_result, kinds.SIGNAL: _signal, kinds.UNDELIVERED: _undelivered,
+            kinds.EXTERNAL_RESULT: _external_result, kinds.SIGNAL: _signal,
         }
 
     def apply(self, kind: str, workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow:
@@ -171,12 +171,6 @@ def _external_result(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> 
         raise ExternalTaskError(f"The external task '{element_id}' (topic '{payload.get('topic')}') failed with no "
                                 f"retries left: {payload.get('message')}", data={"element_id": element_id})
     return workflow
-
-
-def _undelivered(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow | None:
-    """A message this instance threw reached nobody and its element says fail: the instance fails
-    there (it has moved on; process.retry resumes it where it waits now)."""
-    raise UndeliveredError(payload["message"], data={"element_id": payload.get("element_id")})
 
 
 def find_task(workflow: BpmnWorkflow | None, spiff_task_id: str):

@@ -14,8 +14,8 @@ subscriptions (``engine.runtime.subscriptions``).
   has that name.
 * A **signal** goes to every running instance waiting for its name and starts every process whose
   signal start event has it.
-* A thrown message that reached nobody fails its thrower at the throwing element, unless the
-  element says ``undelivered = drop``.
+* A thrown message that reached nobody fails its thrower at the throwing element (where it stands
+  now, as an internal failure does), unless the element says ``undelivered = drop``.
 """
 from __future__ import annotations
 
@@ -25,10 +25,11 @@ from typing import Any
 from sqlalchemy import func, select, update
 
 from engine import jobs
+from engine.chat import outbox as chat_outbox
 from engine.errors import ConflictError
 from engine.jobs import kinds
 from engine.store import writes
-from engine.store.db import db
+from engine.store.db import db, utcnow
 from engine.store.models import Definition, EventSubscription, Instance
 
 log = logging.getLogger("baton.routing")
@@ -162,11 +163,13 @@ def _undelivered(tenant_id: int, thrower: int, event: dict[str, Any]) -> None:
         return
     message = (f"The message '{name}' thrown at '{element_id}'{said} reached no waiting instance and started no "
                "process; deploy its receiver, or give the element the property undelivered = drop.")
-    status = db.session.execute(select(Instance.status).where(Instance.id == thrower)).scalar_one_or_none()
-    if status == "running":
-        jobs.enqueue(tenant_id, kinds.UNDELIVERED, instance_id=thrower,
-                     payload={"element_id": element_id, "message": message})
-    elif status == "completed":  # its last act failed: it did not complete as modelled
-        db.session.execute(update(Instance).where(Instance.id == thrower, Instance.status == "completed")
-                           .values(status="failed", revision=Instance.revision + 1,
-                                   error={"message": message, "element_id": element_id}))
+    # Failed where it stands, as an internal failure is (Runner.give_up): it has moved on since the
+    # throw (an advance under way loses its compare-and-swap); one that completed meanwhile did not
+    # complete as modelled. process.retry resumes it where it waits.
+    was = db.session.execute(select(Instance.status).where(Instance.id == thrower)).scalar_one_or_none()
+    failed = db.session.execute(
+        update(Instance).where(Instance.id == thrower, Instance.status.in_(("running", "completed")))
+        .values(status="failed", completed_at=func.coalesce(Instance.completed_at, utcnow()),
+                revision=Instance.revision + 1, error={"message": message, "element_id": element_id}))
+    if failed.rowcount and was == "running":
+        chat_outbox.close_for_instance(thrower)

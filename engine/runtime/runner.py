@@ -72,7 +72,7 @@ class Runner:
         # The row the claim read (no read transaction of its own), else a fresh read.
         row = job.instance_row or self._load(job)
         if row is None or row.status != "running":
-            self._drop(job, worker_id)
+            self._drop(job, worker_id, row)
             return
         try:
             specs, pinned = self.specs.resolve(row.tenant_id, row.definition_id, row.called_definitions)
@@ -84,7 +84,7 @@ class Runner:
             # A talking process reads its conversation and its row in one transaction.
             row = self._load(job)
             if row is None or row.status != "running":
-                self._drop(job, worker_id)
+                self._drop(job, worker_id, row)
                 return
         db.session.rollback()  # no transaction (nor SQLite write lock) while the engine runs
 
@@ -191,7 +191,12 @@ class Runner:
             jobs.finish(job, worker_id)
         db.session.commit()
 
-    def _drop(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        """The instance ended (or was cancelled) before this job ran: the job has nothing to do."""
-        jobs.finish(job, worker_id)
+    def _drop(self, job: jobs.ClaimedJob, worker_id: str, row) -> None:
+        """The instance ended (or was cancelled) before this job ran: the job has nothing to do.
+        A worker's report for an instance that failed meanwhile is kept for ``process.retry``: its
+        external-task row is already completed, so nothing else would ever bring it back."""
+        if row is not None and row.status == "failed" and job.kind == kinds.EXTERNAL_RESULT:
+            jobs.hold(job, worker_id, "held: its instance failed; process.retry applies it")
+        else:
+            jobs.finish(job, worker_id)
         db.session.commit()

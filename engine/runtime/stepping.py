@@ -18,7 +18,7 @@ from SpiffWorkflow.exceptions import SpiffWorkflowException
 from bpmn import thrown_events
 from engine.chat import ai_dialogs
 from engine.chat.outbox import Outbox
-from engine.errors import ExternalTaskError, GuardrailError, OperatorError, ScriptError, UndeliveredError
+from engine.errors import ExternalTaskError, GuardrailError, OperatorError, ScriptError
 from engine.outbound.http_tasks import operator_tasks_to_dispatch
 from engine.runtime.outcome import Outcome, summarize
 from engine.sandbox import script_error_of
@@ -63,7 +63,7 @@ def run(loaded: BpmnWorkflow | None, apply: Callable[[], BpmnWorkflow], outbox: 
     except GuardrailError as exc:
         task = exc.data.pop("task")
         error = {"message": exc.message, "element_id": task.task_spec.bpmn_id}
-    except (OperatorError, ExternalTaskError, UndeliveredError) as exc:
+    except (OperatorError, ExternalTaskError) as exc:
         error = {"message": exc.message, "element_id": exc.data.get("element_id")}
     except (SpiffWorkflowException, ScriptError) as exc:
         error = describe_failure(exc)
