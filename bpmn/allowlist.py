@@ -75,8 +75,8 @@ BPMN_FLOW_CONTENT = frozenset({
 
 # Non-executable decoration: accepted anywhere in a process, ignored with everything inside it.
 # Data associations go too: data objects are drawings here, not SpiffWorkflow data stores.
-# Message correlation is accepted and ignored: process.message names the one instance it is
-# for, so there is nothing to correlate (the parser builds message events without correlation).
+# correlationSubscription is ignored: correlation properties (read at deploy, bpmn.correlations)
+# are what the engine matches messages between instances by.
 DECORATION = frozenset({
     "documentation", "extensionElements", "textAnnotation", "association", "group", "category",
     "laneSet", "lane", "dataObject", "dataObjectReference", "dataStoreReference",
