@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine import external_tasks
 from engine.errors import InvalidParamsError
 from engine.jobs.retry import EXTERNAL_RETRY_MAX_MS
+from engine.jobs.wakers import LongPoll
 from rpc.params import (optional_dict, optional_int, optional_one_of, optional_str, page_params, reject_unknown,
                         require_int, require_list, require_str)
 from rpc.registry import RpcMethod
@@ -41,7 +42,8 @@ def fetch_and_lock(ctx, params):
     return external_tasks.fetch_and_lock(
         ctx.tenant_id, _worker(params), _topics(params),
         max_tasks=optional_int(params, "max_tasks", 10, minimum=1, maximum=MAX_TASKS),
-        wait_ms=optional_int(params, "wait_ms", 0, minimum=0, maximum=MAX_WAIT_MS), long_poll=ctx.long_poll)
+        wait_ms=optional_int(params, "wait_ms", 0, minimum=0, maximum=MAX_WAIT_MS),
+        long_poll=ctx.long_poll or LongPoll(1))  # an app without one (tests) polls, unwoken
 
 
 def complete(ctx, params):

@@ -199,6 +199,7 @@ def test_the_permission_group_external_is_needed(server, api, topic):
 
 
 def test_the_documented_worker_example_runs(server, api, unique_code):
+    assert WORKER_EXAMPLE.read_text() in (WORKER_EXAMPLE.parents[1] / "api.md").read_text()  # as documented
     api.deploy(ORDER.replace("TOPIC", "invoiceCreator"), code=unique_code)
     key = api.call("apikey.create", name="example", permissions=["external.*"])["api_key"]
     paid, unpaid = start(api, unique_code, order_id=42), start(api, unique_code)

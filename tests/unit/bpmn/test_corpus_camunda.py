@@ -5,7 +5,8 @@ the rest are refused with reasons a Camunda user can act on (element, line, what
 "start" runs each deployed process in memory with the sandboxed script engine, from its default
 start event, until it waits (a user task, an external task, a message) or ends. The outcome of
 every file is the table in docs/coverage.md; recompute it with
-``python -m pytest tests/unit/test_corpus_camunda.py -k table -s``.
+``python -m pytest tests/unit/bpmn/test_corpus_camunda.py -k table -s`` (through the API:
+tests/integration/test_camunda_corpus.py).
 """
 from __future__ import annotations
 
