@@ -15,7 +15,7 @@ import click
 from flask import Flask
 from flask_migrate import Migrate, upgrade
 
-from engine.jobs.wakers import Wakers
+from engine.jobs.wakers import LongPoll, Wakers
 from engine.store.workflows import SpecCache
 from engine.store.db import WAKERS, configure_sqlite, db
 
@@ -52,6 +52,7 @@ class Settings:
     def messenger_api_urls(self) -> dict[str, str]:
         return {"telegram": self.telegram_api_url, "viber": self.viber_api_url,
                 "whatsapp": self.whatsapp_api_url}
+    max_long_polls: int = 4                                         # BATON_MAX_LONG_POLLS (external.fetch_and_lock waiting at once)
 
     ENV = {"database_url": "DATABASE_URL"}
 
@@ -136,10 +137,11 @@ class Baton:
         from ai import build_provider
         from engine.chat.ai_dialogs import AiTurnRunner
         from engine.chat.messenger_calls import MessengerCalls
-        from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, TIMER_START
+        from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, THROWN, TIMER_START
         from engine.outbound.delivery_runner import DeliveryRunner
         from engine.outbound.http import OutboundHttp
         from engine.outbound.http_tasks import HttpTaskRunner
+        from engine.runtime.routing import ThrownRunner
         from engine.runtime.runner import Runner
         from engine.runtime.timer_starts import TimerStartRunner
         from engine.sandbox import Sandbox, SandboxScriptEngine
@@ -154,6 +156,7 @@ class Baton:
         runner = Runner(script_engine, specs, wakers=self.wakers, public_url=settings.public_url)
         handlers = {kind: runner for kind in runner.kinds}
         handlers[TIMER_START] = TimerStartRunner()
+        handlers[THROWN] = ThrownRunner()
         handlers[OPERATOR] = HttpTaskRunner(self.sandbox, script_engine, specs, self.outbound,
                                             retry_base_s=settings.http_retry_base_s)
         handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale,
@@ -243,7 +246,9 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(messengers_bp)
     app.register_blueprint(task_callback_bp)
     specs = SpecCache()  # parsed specs by definition (never stale): one per process, shared by all
-    app.register_blueprint(rpc_blueprint(build_methods(), settings, specs))
+    long_poll = LongPoll(settings.max_long_polls)
+    wakers.add(long_poll)  # a commit that opens external tasks wakes this process's long polls
+    app.register_blueprint(rpc_blueprint(build_methods(), settings, specs=specs, long_poll=long_poll))
     app.register_blueprint(console_blueprint())
     if not app.debug:  # (debug answers are indented: Flask's path gives them)
         with app.app_context():

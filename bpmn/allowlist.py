@@ -15,26 +15,36 @@ from bpmn.operators import AI_CHAT, HTTP, SEND_MESSAGE
 
 _COMMON = frozenset({"documentation", "extensionElements", "incoming", "outgoing"})
 LOOPS = frozenset({"standardLoopCharacteristics", "multiInstanceLoopCharacteristics"})
-_ACTIVITY = _COMMON | LOOPS  # the activities a loop may repeat
+# Data an activity declares: ``ioSpecification`` runs as SpiffWorkflow runs it (the data inputs must
+# exist and are all the activity sees; its data outputs are all it passes on), ``property`` (Camunda
+# Modeler's __targetRef_placeholder for data associations) is ignored.
+DATA_DECLARATIONS = frozenset({"ioSpecification", "property"})
+_ACTIVITY = _COMMON | LOOPS | DATA_DECLARATIONS  # the activities a loop may repeat
 
 # Executable elements of a process -> the child elements each may carry. A child not listed
 # refuses its parent: "task with ioSpecification is not supported yet".
 FLOW_ELEMENTS: dict[str, frozenset[str]] = {
-    # none start; timer start (top level and event subprocesses); message/error/escalation
-    # start of an event subprocess only. See TRIGGERS for the profile's start triggers.
-    "startEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
-                             "escalationEventDefinition"},
-    "endEvent": _COMMON | {"terminateEventDefinition", "errorEventDefinition",
-                           "escalationEventDefinition"},
-    "intermediateCatchEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition"},
-    "intermediateThrowEvent": _COMMON | {"escalationEventDefinition"},  # none or escalation
-    "boundaryEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
-                                "escalationEventDefinition"},
+    # none start; timer, message and signal start (top level and event subprocesses);
+    # error/escalation start of an event subprocess only. See TRIGGERS for the profile's start triggers.
+    "startEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "signalEventDefinition",
+                             "errorEventDefinition", "escalationEventDefinition"},
+    # A message end or throw event throws its message by name with the thrower's variables;
+    # SpiffWorkflow hands one nothing in the instance catches to the engine (workflow.get_events()),
+    # which delivers it to the tenant's instances. A signal goes to every catcher, here and there.
+    "endEvent": _COMMON | {"terminateEventDefinition", "errorEventDefinition", "escalationEventDefinition",
+                           "messageEventDefinition", "signalEventDefinition"},
+    "intermediateCatchEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "signalEventDefinition"},
+    "intermediateThrowEvent": _COMMON | {"escalationEventDefinition", "messageEventDefinition",
+                                         "signalEventDefinition"},
+    "boundaryEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "signalEventDefinition",
+                                "errorEventDefinition", "escalationEventDefinition"},
     "task": _ACTIVITY,
     "scriptTask": _ACTIVITY | {"script"},                    # Python, see SCRIPT_FORMATS
     "userTask": _ACTIVITY,
     "manualTask": _ACTIVITY,
-    "serviceTask": _ACTIVITY,                                # only with an ENABLED_OPERATORS operator
+    "serviceTask": _ACTIVITY,                                # an operator, else an external task
+    "sendTask": _ACTIVITY,                                   # a messageRef, else an external task
+    "businessRuleTask": _ACTIVITY,                           # a DMN decision deployed with it, else external
     "receiveTask": _COMMON,                                  # with a messageRef
     "callActivity": _ACTIVITY,                               # calledElement: another definition's code
     "subProcess": _ACTIVITY,                                 # embedded, or an event subprocess
@@ -44,6 +54,9 @@ FLOW_ELEMENTS: dict[str, frozenset[str]] = {
     "eventBasedGateway": _COMMON,
     "sequenceFlow": frozenset({"documentation", "extensionElements", "conditionExpression"}),
 }
+
+# Children of <process> itself that are not flow content (a process's data inputs and outputs).
+PROCESS_DECLARATIONS = DATA_DECLARATIONS
 
 # Elements whose children are a process of their own, checked like the top-level process.
 CONTAINERS = frozenset({"subProcess"})
@@ -62,8 +75,8 @@ BPMN_FLOW_CONTENT = frozenset({
 
 # Non-executable decoration: accepted anywhere in a process, ignored with everything inside it.
 # Data associations go too: data objects are drawings here, not SpiffWorkflow data stores.
-# Message correlation is accepted and ignored: process.message names the one instance it is
-# for, so there is nothing to correlate (the parser builds message events without correlation).
+# correlationSubscription is ignored: correlation properties (read at deploy, bpmn.correlations)
+# are what the engine matches messages between instances by.
 DECORATION = frozenset({
     "documentation", "extensionElements", "textAnnotation", "association", "group", "category",
     "laneSet", "lane", "dataObject", "dataObjectReference", "dataStoreReference",
@@ -82,7 +95,9 @@ ROOT_DECLARATIONS = frozenset({
 # Elements removed from the tree before SpiffWorkflow parses it, because Spiff would give them
 # meaning that Baton does not (it would try to move data objects, insist on a store class, or
 # refuse a correlation property without retrieval expressions that Baton ignores anyway).
+# Data objects go with them: SpiffWorkflow would add an empty ``data_objects`` entry to the variables.
 STRIPPED_BEFORE_SPIFF = frozenset({"dataInputAssociation", "dataOutputAssociation", "dataStore",
+                                   "dataObject", "dataObjectReference", "dataStoreReference",
                                    "correlationProperty", "correlationKey", "correlationSubscription"})
 
 # serviceTask ``operator`` values of the profile. Enabling one the engine has learnt to run is
@@ -108,12 +123,18 @@ AI_MAX_KEYWORD = 100
 # A top-level timer start event needs no trigger: its timer is its trigger ('timer').
 TRIGGERS = {"webhook": False, "webchat": True, "telegram": True, "whatsapp": True, "viber": True}
 
+# The ``undelivered`` property of a message throw (end and throw events, send tasks): what becomes
+# of a message no instance waits for and no process starts with.
+UNDELIVERED = ("fail", "drop")
+
 # scriptTask ``scriptFormat`` values taken to mean Python (no format at all means Python too).
 SCRIPT_FORMATS = frozenset({"python", "python3", "py", "text/python", "text/x-python",
                             "application/x-python"})
 
-# conditionExpression ``language`` values taken to mean Python.
-EXPRESSION_LANGUAGES = SCRIPT_FORMATS
+# conditionExpression ``language`` values Baton reads: Python, or JUEL/FEEL translated into Python
+# at deploy (``bpmn.expressions``; the text's ${...} or leading = says which).
+EXPRESSION_LANGUAGES = SCRIPT_FORMATS | {"juel", "feel", "http://www.omg.org/spec/feel/20140401",
+                                         "https://www.omg.org/spec/dmn/20191111/feel/"}
 
 # Caps checked at deploy on literal values (the engine caps at runtime too).
 MAX_LOOP_CARDINALITY = 1000   # loopCardinality and loopMaximum

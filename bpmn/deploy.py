@@ -1,9 +1,13 @@
-"""From an uploaded BPMN file to a deployable definition, or a refusal listing every problem.
+"""From an uploaded BPMN file to deployable definitions, or a refusal listing every problem.
 
 Order: hardened XML reading (file-level refusals stop here), Baton's own checks (allowlist,
-flows, events, loops, calls, profile properties, code; per process and subprocess), then, for a
-file they pass, SpiffWorkflow's parser on the chosen process, whose complaints are translated
-into the same ``{element_id, line, message}`` entries. Nothing is executed and nothing is fetched.
+flows, events, loops, calls, Camunda extensions, profile properties, code; per process and
+subprocess), then, for a file they pass, SpiffWorkflow's parser on each entry process, whose
+complaints are translated into the same ``{element_id, line, message}`` entries. Nothing is
+executed and nothing is fetched.
+
+``parse_definition`` wants a file with one entry process (processes it calls may sit beside it);
+``parse_definitions`` takes a collaboration too: each executable pool becomes a definition.
 """
 from __future__ import annotations
 
@@ -13,38 +17,21 @@ from lxml import etree
 from SpiffWorkflow.bpmn.specs.bpmn_process_spec import BpmnProcessSpec
 from SpiffWorkflow.exceptions import SpiffWorkflowException
 
-from bpmn import checks, profile
-from bpmn.allowlist import STRIPPED_BEFORE_SPIFF
-from bpmn.checks.elements import bpmn_children, containers, content, event_definition
-from bpmn.checks.loops import camunda
+from bpmn import checks
+from bpmn.correlations import correlations_of
+from bpmn.dmn.reader import read_decisions
+from bpmn.dmn.task import check_business_rule_task
 from bpmn.hardened_xml import read_bpmn_xml
 from bpmn.issues import Issues, local_name
-from bpmn.parser import BatonBpmnParser, is_top_level_timer_start, message_name
-from bpmn.timers import read_timer
+from bpmn.parser import BatonBpmnParser
 from bpmn.serializer import spec_to_json
+from bpmn.specs import all_task_specs
+from bpmn.spiff_tree import prepare_for_spiff
+from bpmn.summary import (StartEventInfo, TimerStartInfo, default_start, messages_of, start_events_of,
+                          throws_of, timer_starts_of)
 from engine.errors import BpmnValidationError
 
-
-@dataclass(frozen=True)
-class StartEventInfo:
-    element_id: str
-    trigger: str | None  # webhook, a channel type, 'timer' (a top-level timer start) or None
-    channel: str | None
-    line: int | None = None
-
-
-@dataclass(frozen=True)
-class TimerStartInfo:
-    """A top-level timer start event: the engine creates an instance when it is due.
-
-    ``expression`` is always a quoted ISO 8601 literal (``"R3/PT10M"``, ``"PT5M"``,
-    ``"2026-12-01T10:00:00Z"``; ``ast.literal_eval`` gives the text): deploy refuses computed ones,
-    as no variable exists before the instance. A timeCycle has 1 to 1000 repetitions.
-    """
-    element_id: str
-    kind: str  # timeDate | timeDuration | timeCycle
-    expression: str
-    line: int | None = None
+__all__ = ["ParsedDefinition", "StartEventInfo", "TimerStartInfo", "parse_definition", "parse_definitions"]
 
 
 @dataclass
@@ -52,7 +39,7 @@ class ParsedDefinition:
     process_id: str
     name: str | None
     spec: BpmnProcessSpec
-    subprocess_specs: dict[str, BpmnProcessSpec]  # embedded subprocesses; not the called processes
+    subprocess_specs: dict[str, BpmnProcessSpec]  # embedded subprocesses and processes of the file it calls
     start_events: list[StartEventInfo]
     spec_json: str  # spec and subprocess specs, stored once per definition
     # callActivity calledElement values: codes of other definitions of the same tenant. Their
@@ -60,127 +47,111 @@ class ParsedDefinition:
     called_elements: list[str] = field(default_factory=list)
     timer_starts: list[TimerStartInfo] = field(default_factory=list)
     messages: list[str] = field(default_factory=list)  # names the process can catch (process.message)
+    # Correlation properties per message name: {property id: Python expression over the payload}
+    # (bpmn.correlations); the engine matches a delivered message's values against the instance's.
+    correlations: dict[str, dict[str, str]] = field(default_factory=dict)
+    throws: list[str] = field(default_factory=list)  # message names it throws (end/throw events, send tasks)
+    # The start event process.start begins at; with several start events the engine begins every
+    # new workflow at the one its trigger names (bpmn.start_at), this one for process.start.
+    default_start: str | None = None
+    external_topics: list[str] = field(default_factory=list)  # topics of its external tasks
 
 
-def parse_definition(xml: str | bytes) -> ParsedDefinition:
-    """The deployable definition of ``xml``; raises BpmnValidationError listing every problem."""
+def parse_definition(xml: str | bytes, dmn: list[str | bytes] = ()) -> ParsedDefinition:
+    """The deployable definition of a file with one entry process; BpmnValidationError lists every
+    problem. ``dmn``: the DMN files whose decisions its business rule tasks call."""
+    return _parse(xml, list(dmn), collaboration=False)[0]
+
+
+def parse_definitions(xml: str | bytes, dmn: list[str | bytes] = ()) -> list[ParsedDefinition]:
+    """One definition per entry process (the executable pools of a collaboration), in file order.
+    The pools' message flows are honoured at run time by message name: a pool's throw reaches the
+    instances (and message start events) that wait for that name."""
+    return _parse(xml, list(dmn), collaboration=True)
+
+
+def _parse(xml: str | bytes, dmn: list[str | bytes], *, collaboration: bool) -> list[ParsedDefinition]:
     tree = read_bpmn_xml(xml)
     issues = Issues(tree)
-    process, specs = None, None
+    root = tree.getroot()
+    entries, parsed = [], None
     try:
-        process = _check(tree.getroot(), issues)
+        decisions, problems = read_decisions(dmn)
+        for problem in problems:
+            issues.add_raw(problem["element_id"], problem["line"], problem["message"])
+        entries = _check(root, issues, collaboration, decisions)
         # SpiffWorkflow only sees files Baton's checks pass: its complaints about a file with
         # problems are mostly echoes of them, in words that mislead ("perhaps a form has the
         # same ID?"); anything only it finds is reported once the file is otherwise clean.
-        if process is not None and not issues:
-            specs = _spiff_parse(tree.getroot(), process, issues)
+        if entries and not issues:
+            parsed = _spiff_parse(root, entries, issues, decisions)
     except BpmnValidationError:
         raise
     except Exception as exc:  # a bug of ours or Spiff's must not escape as a 500 of deploy
         issues.add_internal_error(exc)
     issues.raise_if_any()
-    if process is None or specs is None:  # every path that yields None has added an issue
+    if not parsed:  # every path that yields nothing has added an issue
         issues.add_internal_error(RuntimeError("BPMN checks produced neither specs nor issues"))
         issues.raise_if_any()
-    spec, subprocess_specs = specs
-    return ParsedDefinition(
-        process_id=process.get("id"),
-        name=process.get("name") or None,
-        spec=spec,
-        subprocess_specs=subprocess_specs,
-        start_events=start_events_of(process),
-        spec_json=spec_to_json(spec, subprocess_specs),
-        called_elements=checks.called_elements(process),
-        timer_starts=timer_starts_of(process),
-        messages=messages_of(process),
-    )
+    return parsed
 
 
-def _check(root: etree._Element, issues: Issues) -> etree._Element | None:
+def _check(root: etree._Element, issues: Issues, collaboration: bool, decisions: dict) -> list[etree._Element]:
     checks.check_definitions(root, issues)
-    process, to_check = checks.select_process(root, issues)
+    correlations_of(root, issues)
+    if collaboration:
+        entries, to_check = checks.select_processes(root, issues)
+    else:
+        process, to_check = checks.select_process(root, issues)
+        entries = [process] if process is not None else []
     for candidate in to_check:
         checks.check_start_events(candidate, issues)
         for container in checks.containers(candidate):
             for check in checks.CONTAINER_CHECKS:
                 check(container, issues)
-    return process
+            for element in checks.content(container):
+                if local_name(element) == "businessRuleTask":
+                    check_business_rule_task(element, decisions, issues)
+    return entries
 
 
-def _spiff_parse(root: etree._Element, process: etree._Element, issues: Issues):
-    """SpiffWorkflow's specs of ``process``, or None with its complaint added to ``issues``."""
-    _strip_for_spiff(root)
-    _spell_camunda_collections(root)
-    parser = BatonBpmnParser()
+def _spiff_parse(root: etree._Element, entries: list[etree._Element], issues: Issues,
+                 decisions: dict) -> list[ParsedDefinition] | None:
+    """SpiffWorkflow's specs of each entry process, or None with its complaint added to ``issues``."""
+    correlations = correlations_of(root)  # before the tree is rewritten (Spiff's copy is stripped)
+    summaries = [(process, _summary(process, correlations)) for process in entries]
+    prepare_for_spiff(root, [called for process in entries for called in checks.called_in_file(process)])
+    parser = BatonBpmnParser(decisions, correlations)
+    parsed = []
     try:
         parser.add_bpmn_xml(root)
-        spec = parser.get_spec(process.get("id"))
-        # Called processes live in other definitions: Spiff leaves None for them, dropped here.
-        subprocess_specs = {name: sub for name, sub in parser.get_subprocess_specs(
-            process.get("id"), require_call_activity_specs=False).items() if sub is not None}
+        for process, summary in summaries:
+            spec = parser.get_spec(process.get("id"))
+            # Processes of other definitions: Spiff leaves None for them, dropped here.
+            subprocess_specs = {name: sub for name, sub in parser.get_subprocess_specs(
+                process.get("id"), require_call_activity_specs=False).items() if sub is not None}
+            parsed.append(_definition(process, spec, subprocess_specs, summary))
     except SpiffWorkflowException as exc:  # ValidationException and friends
         issues.add_spiff_error(exc)
         return None
     except Exception as exc:  # checks passed, so this is a gap in them (or a bug of Spiff's)
         issues.add_internal_error(exc)
         return None
-    return spec, subprocess_specs
+    return parsed
 
 
-def _strip_for_spiff(root: etree._Element) -> None:
-    doomed = [el for el in root.iter() if isinstance(el.tag, str)
-              and etree.QName(el).namespace == profile.BPMN_NS and local_name(el) in STRIPPED_BEFORE_SPIFF]
-    for element in doomed:
-        element.getparent().remove(element)
+def _summary(process: etree._Element, correlations: dict) -> dict:
+    starts = start_events_of(process)
+    messages, throws = messages_of(process), throws_of(process)
+    return {"start_events": starts, "default_start": default_start(starts),
+            "called_elements": checks.called_elements(process), "timer_starts": timer_starts_of(process),
+            "messages": messages, "throws": throws,
+            "correlations": {name: props for name, props in correlations.items() if name in messages + throws}}
 
 
-def _spell_camunda_collections(root: etree._Element) -> None:
-    """Camunda Modeler's multi-instance "Collection"/"Element variable" attributes, written as the
-    loopDataInputRef/inputDataItem elements SpiffWorkflow reads (checks have validated them)."""
-    bpmn = f"{{{profile.BPMN_NS}}}"
-    for loop in root.iter(f"{bpmn}multiInstanceLoopCharacteristics"):
-        collection = (loop.get(camunda("collection")) or "").strip()
-        if collection and loop.find(f"{bpmn}loopDataInputRef") is None:
-            etree.SubElement(loop, f"{bpmn}loopDataInputRef").text = collection
-        element_variable = (loop.get(camunda("elementVariable")) or "").strip()
-        if element_variable and loop.find(f"{bpmn}inputDataItem") is None:
-            etree.SubElement(loop, f"{bpmn}inputDataItem", id=element_variable)
-
-
-def start_events_of(process: etree._Element) -> list[StartEventInfo]:
-    events = []
-    for element in bpmn_children(process):
-        if local_name(element) == "startEvent":
-            properties = profile.read_properties(element)
-            timer = is_top_level_timer_start(element)
-            events.append(StartEventInfo(
-                element_id=element.get("id"),
-                trigger="timer" if timer else properties.get("trigger") or None,
-                channel=(properties.get("channel") or "").strip() or None,
-                line=element.sourceline,
-            ))
-    return events
-
-
-def timer_starts_of(process: etree._Element) -> list[TimerStartInfo]:
-    starts = []
-    for element in bpmn_children(process):
-        if local_name(element) == "startEvent" and is_top_level_timer_start(element):
-            timer = read_timer(event_definition(element))
-            starts.append(TimerStartInfo(element.get("id"), timer.kind, timer.expression, element.sourceline))
-    return starts
-
-
-def messages_of(process: etree._Element) -> list[str]:
-    """Names of the messages the process waits for anywhere (catch and start events of event
-    subprocesses, boundary events, receive tasks), in file order, once each."""
-    names = []
-    for container in containers(process):
-        for element in content(container):
-            definition = event_definition(element)
-            if local_name(element) == "receiveTask":
-                names.append(message_name(element))
-            elif definition is not None and local_name(definition) == "messageEventDefinition" \
-                    and local_name(element) != "endEvent":
-                names.append(message_name(definition))
-    return list(dict.fromkeys(name for name in names if name))
+def _definition(process, spec, subprocess_specs, summary: dict) -> ParsedDefinition:
+    topics = [ts.extensions["external"]["topic"] for ts in all_task_specs(spec, subprocess_specs)
+              if "external" in getattr(ts, "extensions", {})]
+    return ParsedDefinition(process_id=process.get("id"), name=process.get("name") or None, spec=spec,
+                            subprocess_specs=subprocess_specs, spec_json=spec_to_json(spec, subprocess_specs),
+                            external_topics=list(dict.fromkeys(topics)), **summary)

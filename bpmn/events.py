@@ -6,15 +6,21 @@ Spec classes, each registered with the serializer (``bpmn.serializer``):
   payload unless the model names a ``spiffworkflow:messageVariable``; Baton's merges a dict payload
   into the catching task's data, so ``process.message {variables}`` reaches the process however
   the message is caught (catch event, receive task, boundary event, event subprocess start,
-  event-based gateway).
+  event-based gateway). Thrown (end and throw events, send tasks), it carries the thrower's variables.
+  Its correlation values (the element's ``extensions['correlation']``, expressions over the
+  payload, ``bpmn.correlations``) travel with it and are kept in ``workflow.correlations``.
+* ``SignalDefinition``: a signal by name, carrying the thrower's variables like a message; thrown,
+  it reaches the catchers of its own instance and is always handed to the engine too, which
+  broadcasts it to the tenant's other instances.
 * ``ErrorDefinition`` and ``EscalationDefinition``: thrown with the thrower's variables, and only
   to the scopes around the thrower (SpiffWorkflow's spiff classes throw no data unless the model
   has a payload expression, and to every waiting catcher of the instance), so the path that
   handles an error sees what the failed subprocess had computed.
   (Where they go is ``bpmn.scopes``, with the event subprocess classes.)
 
-``message_event`` builds the event the engine hands to ``workflow.send_event``; ``start_at``
-makes a fresh workflow begin at one chosen start event.
+``message_event`` and ``signal_event`` build the events the engine hands to ``workflow.send_event``;
+``thrown_events`` reads what an instance threw for other instances; ``start_at`` makes a fresh
+workflow begin at one chosen start event.
 """
 from __future__ import annotations
 
@@ -25,7 +31,7 @@ from SpiffWorkflow.bpmn.specs.mixins.events.start_event import StartEvent as Sta
 from SpiffWorkflow.bpmn.util.event import BpmnEvent
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.spiff.specs.event_definitions import (
-    ErrorEventDefinition, EscalationEventDefinition, MessageEventDefinition)
+    ErrorEventDefinition, EscalationEventDefinition, MessageEventDefinition, SignalEventDefinition)
 from SpiffWorkflow.util.task import TaskState
 
 from bpmn.scopes import deliver_in_scope
@@ -35,9 +41,16 @@ from engine.errors import BatonError
 class MessageDefinition(MessageEventDefinition):
     """A message event whose payload (a dict of variables) is merged into the catching task's data.
 
-    Correlation is not used: ``process.message`` names one instance, so the parser builds these
-    without correlation properties even when the model declares correlation keys.
+    SpiffWorkflow's correlation properties stay empty (so its own matching, made for pools inside
+    one workflow, never refuses a message): the engine matches messages to instances, with the
+    values ``correlation_values`` computes and ``workflow.correlations`` keeps.
     """
+
+    def catch(self, my_task, event=None):
+        super().catch(my_task, event)
+        if event is not None:
+            values = {**(event.correlations or {}), **correlation_values(my_task, event.payload)}
+            my_task.workflow.top_workflow.correlations.update(values)
 
     def update_task_data(self, my_task):
         if self.message_var is not None:  # SpiffArena's spiffworkflow:messageVariable
@@ -46,6 +59,75 @@ class MessageDefinition(MessageEventDefinition):
         payload = my_task.internal_data.pop(self.name, None)
         if isinstance(payload, dict):
             my_task.set_data(**payload)
+
+    def throw(self, my_task):
+        """A message end/throw event or send task: the thrower's variables travel with it (SpiffArena's
+        messagePayload expression, when given, instead). A catcher in the same instance gets it;
+        otherwise SpiffWorkflow keeps it for the engine, which reads ``workflow.get_events()``."""
+        if self.expression is not None:
+            payload = my_task.workflow.script_engine.evaluate(my_task, self.expression)
+        else:
+            payload = deepcopy(my_task.data)
+        values = correlation_values(my_task, payload)
+        top = my_task.workflow.top_workflow
+        top.correlations.update(values)
+        event = BpmnEvent(self, payload=payload, correlations=values)
+        event.thrower = _thrower(my_task)
+        top.catch(event)
+
+
+class SignalDefinition(SignalEventDefinition):
+    """A signal whose payload (the thrower's variables) is merged into the catching task's data;
+    thrown, it goes to the catchers of this instance and, always, to the engine's broadcast."""
+
+    def throw(self, my_task):
+        payload = deepcopy(my_task.data)
+        event = BpmnEvent(self, payload=payload)
+        event.thrower = _thrower(my_task)
+        top = my_task.workflow.top_workflow
+        top.event_manager.catch(event, internal=False)
+        top.bpmn_events.append(event)
+
+    def update_task_data(self, my_task):
+        payload = my_task.internal_data.pop(self.name, None)
+        if isinstance(payload, dict):
+            my_task.set_data(**payload)
+
+
+def _thrower(my_task) -> dict[str, Any]:
+    """Where an event was thrown, for the engine's delivery (and its error, if undeliverable)."""
+    properties = my_task.task_spec.extensions.get("properties", {})
+    return {"element_id": my_task.task_spec.bpmn_id,
+            "undelivered": (properties.get("undelivered") or "fail").strip()}
+
+
+def awaited_correlation(my_task) -> dict[str, Any]:
+    """The correlation values a waiting element expects of its message: for each property it
+    declares, the instance's value from its earlier messages (``workflow.correlations``), else
+    the property's expression over the element's own variables."""
+    expressions = my_task.task_spec.extensions.get("correlation") or {}
+    if not expressions:
+        return {}
+    known = my_task.workflow.top_workflow.correlations
+    computed = correlation_values(my_task, my_task.data)
+    return {prop: known[prop] if prop in known else computed[prop]
+            for prop in expressions if prop in known or prop in computed}
+
+
+def correlation_values(my_task, payload: Any) -> dict[str, Any]:
+    """The values of the correlation properties the element declares for its message
+    (``extensions['correlation']``: {property: expression over the payload}); a property whose
+    expression cannot be evaluated over this payload is left out."""
+    expressions = my_task.task_spec.extensions.get("correlation") or {}
+    if not expressions or not isinstance(payload, dict):
+        return {}
+    values = {}
+    for prop, expression in expressions.items():
+        try:
+            values[prop] = my_task.workflow.script_engine.environment.evaluate(expression, payload)
+        except Exception:  # noqa: BLE001 - a value the payload lacks simply does not correlate
+            continue
+    return values
 
 
 class _CarriesVariables:
@@ -75,7 +157,8 @@ class EscalationDefinition(_CarriesVariables, EscalationEventDefinition):
     pass
 
 
-def message_event(name: str, variables: dict[str, Any] | None = None) -> BpmnEvent:
+def message_event(name: str, variables: dict[str, Any] | None = None,
+                  correlation: dict[str, Any] | None = None) -> BpmnEvent:
     """The event ``workflow.send_event`` needs to deliver message ``name`` with ``variables``.
 
     It matches every way Baton's specs catch a message of that name (SpiffWorkflow compares the
@@ -83,7 +166,27 @@ def message_event(name: str, variables: dict[str, Any] | None = None) -> BpmnEve
     of message event subprocesses and the catch events behind an event-based gateway (where the
     waiting task is the gateway). ``send_event`` raises WorkflowException when nothing catches it.
     """
-    return BpmnEvent(MessageDefinition(name), payload=dict(variables or {}))
+    return BpmnEvent(MessageDefinition(name), payload=dict(variables or {}), correlations=dict(correlation or {}))
+
+
+def signal_event(name: str, variables: dict[str, Any] | None = None) -> BpmnEvent:
+    """The event ``workflow.send_event`` needs to deliver signal ``name`` with ``variables``."""
+    return BpmnEvent(SignalDefinition(name), payload=dict(variables or {}))
+
+
+def thrown_events(events: list[BpmnEvent]) -> list[dict[str, Any]]:
+    """The messages and signals among ``workflow.get_events()``, for the engine to deliver:
+    ``{kind, name, variables, correlation, element_id, undelivered}``."""
+    found = []
+    for event in events:
+        kind = {MessageDefinition: "message", SignalDefinition: "signal"}.get(type(event.event_definition))
+        if kind is None:
+            continue
+        thrower = getattr(event, "thrower", None) or {"element_id": None, "undelivered": "fail"}
+        payload = event.payload if isinstance(event.payload, dict) else {}
+        found.append({"kind": kind, "name": event.event_definition.name, "variables": payload,
+                      "correlation": dict(event.correlations or {}), **thrower})
+    return found
 
 
 def start_at(workflow: BpmnWorkflow, element_id: str) -> None:

@@ -34,6 +34,14 @@ def _hardened_parser(encoding: str | None, **extra) -> etree.XMLParser:
 
 def read_bpmn_xml(source: str | bytes) -> etree._ElementTree:
     """The parsed tree of a BPMN upload, or BpmnValidationError with one file-level issue."""
+    tree = read_xml(source, "BPMN")
+    _refuse_foreign_root(tree.getroot())
+    return tree
+
+
+def read_xml(source: str | bytes, what: str) -> etree._ElementTree:
+    """The parsed tree of an uploaded ``what`` file (BPMN, DMN), under the rules above; BpmnValidationError
+    with one file-level issue otherwise. The caller checks the root element."""
     if isinstance(source, str):
         # lxml refuses str input that carries an encoding declaration; the text is already decoded,
         # so encode it ourselves and tell the parser to ignore whatever the declaration says.
@@ -42,21 +50,20 @@ def read_bpmn_xml(source: str | bytes) -> etree._ElementTree:
         # Bytes keep their declared encoding (or BOM); the parser honours it.
         data, encoding = bytes(source), None
     else:
-        raise BpmnValidationError([issue(None, None, "The BPMN file must be text.")])
+        raise BpmnValidationError([issue(None, None, f"The {what} file must be text.")])
     if not data.strip():
-        raise BpmnValidationError([issue(None, None, "The BPMN file is empty.")])
+        raise BpmnValidationError([issue(None, None, f"The {what} file is empty.")])
     parser = _hardened_parser(encoding)
     try:
         tree = etree.ElementTree(etree.fromstring(data, parser))
     except etree.XMLSyntaxError as exc:
         if _declares_doctype(data, encoding):
-            raise BpmnValidationError([issue(None, _doctype_line(data), DOCTYPE_MESSAGE)]) from exc
+            raise BpmnValidationError([issue(None, _doctype_line(data), _doctype_message(what))]) from exc
         line = exc.lineno if isinstance(exc.lineno, int) and exc.lineno > 0 else None
         reason = (exc.msg or str(exc)).strip().rstrip(".")
         raise BpmnValidationError(
             [issue(None, line, f"The file is not well-formed XML: {reason}.")]) from exc
-    _refuse_doctype(tree, data)
-    _refuse_foreign_root(tree.getroot())
+    _refuse_doctype(tree, data, what)
     return tree
 
 
@@ -73,12 +80,16 @@ def _declares_doctype(data: bytes, encoding: str | None) -> bool:
     return bool(info.doctype) or info.internalDTD is not None
 
 
-def _refuse_doctype(tree: etree._ElementTree, data: bytes) -> None:
+def _doctype_message(what: str) -> str:
+    return DOCTYPE_MESSAGE.replace("a BPMN upload", f"a {what} upload")
+
+
+def _refuse_doctype(tree: etree._ElementTree, data: bytes, what: str) -> None:
     info = tree.docinfo
     # With load_dtd=False and resolve_entities=False nothing was expanded or fetched; still, a
     # DOCTYPE (internal subset, ENTITY declarations, external id) has no business in a BPMN file.
     if info.doctype or info.internalDTD is not None or info.externalDTD is not None:
-        raise BpmnValidationError([issue(None, _doctype_line(data), DOCTYPE_MESSAGE)])
+        raise BpmnValidationError([issue(None, _doctype_line(data), _doctype_message(what))])
     if any(isinstance(node, etree._Entity) for node in tree.getroot().iter()):
         # An entity reference without a DOCTYPE cannot be well-formed; kept as a second lock.
         raise BpmnValidationError([issue(None, None, "The file uses XML entities, which are not allowed.")])

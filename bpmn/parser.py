@@ -5,30 +5,28 @@ Spec classes are SpiffWorkflow's own, except those of ``bpmn.events``, ``bpmn.sc
 ``extensions`` (plain data). Beyond the profile, this parser decides how a few things are read:
 
 * timer texts become the Python expressions SpiffWorkflow evaluates (``bpmn.timers``);
-* a message's name is its ``name`` attribute, else its id, and correlation is not used;
+* a message's (signal's) name is its ``name`` attribute, else its id; a message's correlation
+  properties ride in ``extensions['correlation']`` for the engine, not in Spiff's own matching;
 * a top-level timer start event becomes a none start event whose timer is in
   ``extensions['timer']``: the engine schedules new instances, so the instance must not wait again;
 * error and escalation start events are read (Spiff reads them as none start events), and event
   subprocesses are recognised and wired from the start of their scope (``bpmn.scopes``);
-* operator service tasks are ``manual``, so ``do_engine_steps`` leaves them to the engine.
+* operator service tasks are ``manual``, so ``do_engine_steps`` leaves them to the engine; service
+  and send tasks without an operator (or message) are external tasks (``bpmn.external``).
 """
 from __future__ import annotations
 
-import textwrap
-
-from lxml import etree
 from SpiffWorkflow.bpmn.parser.event_parsers import (
-    ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH, MESSAGE_EVENT_XPATH, TIMER_EVENT_XPATH,
-    EventBasedGatewayParser)
+    CANCEL_EVENT_XPATH, ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH, MESSAGE_EVENT_XPATH, SIGNAL_EVENT_XPATH,
+    TERMINATION_EVENT_XPATH, TIMER_EVENT_XPATH, EventBasedGatewayParser)
 from SpiffWorkflow.bpmn.parser.task_parsers import ConditionalGatewayParser, GatewayParser
 from SpiffWorkflow.bpmn.parser.util import full_tag
 from SpiffWorkflow.bpmn.specs.defaults import (
     BoundaryEvent, EndEvent, EventBasedGateway, ExclusiveGateway, InclusiveGateway,
     IntermediateCatchEvent, IntermediateThrowEvent, ParallelGateway, StartEvent)
 from SpiffWorkflow.bpmn.specs.event_definitions.simple import NoneEventDefinition
-from SpiffWorkflow.bpmn.specs.event_definitions.timer import (
-    CycleTimerEventDefinition, DurationTimerEventDefinition, TimeDateEventDefinition)
 from SpiffWorkflow.bpmn.specs.control import StartEventJoin, StartEventSplit
+from SpiffWorkflow.bpmn.specs.mixins.subworkflow_task import SubWorkflowTask as SubWorkflowTaskMixin
 from SpiffWorkflow.spiff.parser.event_parsers import (
     SpiffBoundaryEventParser, SpiffEndEventParser, SpiffIntermediateCatchEventParser,
     SpiffIntermediateThrowEventParser, SpiffReceiveTaskParser, SpiffStartEventParser)
@@ -36,104 +34,20 @@ from SpiffWorkflow.spiff.parser.process import SpiffBpmnParser, SpiffProcessPars
 from SpiffWorkflow.spiff.parser.task_spec import (
     CallActivityParser, ScriptTaskParser, SpiffTaskParser, SubWorkflowParser, UserTaskParser)
 from SpiffWorkflow.spiff.specs.defaults import (
-    CallActivity, ManualTask, NoneTask, ReceiveTask, ScriptTask, SubWorkflowTask, UserTask)
+    CallActivity, ManualTask, NoneTask, ReceiveTask, ScriptTask, SendTask, SubWorkflowTask, UserTask)
 
 from bpmn import profile
-from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition
-from bpmn.loops import ParallelInstances, SequentialInstances
+from bpmn.dmn.task import DecisionTask
 from bpmn.operators import OperatorTask
-from bpmn.scopes import EventSubprocessStart, InterruptingStartEvent, ScopeEndJoin, connect_event_subprocess
+from bpmn.parser_mixins import (  # clean_*, message_name, ... are also read from here by callers
+    EventMixin, HumanTaskMixin, ProfileMixin, clean_condition, clean_script, event_subprocess_start_class,
+    is_top_level_timer_start, message_name, signal_name)
+from bpmn.scopes import ScopeEndJoin, connect_event_subprocess
+from bpmn.service_parsers import BatonSendTaskParser, BusinessRuleTaskParser, OperatorTaskParser
 from bpmn.timers import read_timer
 
-_TIMER_CLASSES = {"timeDate": TimeDateEventDefinition, "timeDuration": DurationTimerEventDefinition,
-                  "timeCycle": CycleTimerEventDefinition}
-
-
-def clean_script(text: str | None) -> str | None:
-    """A script body as written in XML, indented with the markup: dedented, so Python accepts it."""
-    if text is None:
-        return None
-    return textwrap.dedent(text).strip("\n") or None
-
-
-def clean_condition(text: str | None) -> str | None:
-    return (text.strip() or None) if text is not None else None
-
-
-class ProfileMixin:
-    """Adds ``extensions['properties']`` from Camunda and SpiffArena properties alike."""
-
-    PARALLEL_MI_CLASS = ParallelInstances
-    SEQUENTIAL_MI_CLASS = SequentialInstances
-
-    def parse_extensions(self, node=None):
-        node = self.node if node is None else node
-        extensions = super().parse_extensions(node)
-        extensions["properties"] = profile.read_properties(node)
-        return extensions
-
-
-class HumanTaskMixin(ProfileMixin):
-    """User and manual tasks also carry the form fields and buttons ``task.list`` shows."""
-
-    def parse_extensions(self, node=None):
-        node = self.node if node is None else node
-        extensions = super().parse_extensions(node)
-        extensions["form"] = profile.read_form(node)
-        extensions["buttons"] = profile.read_buttons(extensions["properties"])
-        return extensions
-
-
-class EventMixin(ProfileMixin):
-    """Messages by name (else id), without correlation; timers as normalized expressions;
-    errors and escalations that carry the thrower's variables (``bpmn.events``)."""
-
-    def parse_error_event(self, error_event):
-        return _retyped(super().parse_error_event(error_event), ErrorDefinition)
-
-    def parse_escalation_event(self, escalation_event):
-        return _retyped(super().parse_escalation_event(escalation_event), EscalationDefinition)
-
-    def parse_message_event(self, message_event):
-        name = message_name(message_event)
-        _payload, variable = self.parse_message_extensions(message_event)
-        return MessageDefinition(name, message_var=variable,
-                                 description=self.get_event_description(message_event))
-
-    def parse_timer_event(self, event):
-        timer = read_timer(event)
-        name = self.node.get("name", self.node.get("id"))
-        return _TIMER_CLASSES[timer.kind](name, timer.expression, description=self.get_event_description(event))
-
-
-def _retyped(definition, cls):
-    return cls(definition.name, expression=definition.expression, variable=definition.variable,
-               code=definition.code, description=definition.description)
-
-
-def message_name(element: etree._Element) -> str | None:
-    """The name ``process.message`` uses for the message an element refers to by ``messageRef``."""
-    ref = element.get("messageRef")
-    if not ref:
-        return None
-    for message in element.getroottree().getroot().iterchildren(f"{{{profile.BPMN_NS}}}message"):
-        if message.get("id") == ref:
-            return (message.get("name") or "").strip() or ref
-    return None
-
-
-def is_top_level_timer_start(node: etree._Element) -> bool:
-    return (etree.QName(node).localname == "startEvent"
-            and etree.QName(node.getparent()).localname == "process"
-            and node.find(f"{{{profile.BPMN_NS}}}timerEventDefinition") is not None)
-
-
-def event_subprocess_start_class(node: etree._Element):
-    """The spec class of an event subprocess's start event, or None for other start events."""
-    parent = node.getparent()
-    if etree.QName(parent).localname != "subProcess" or parent.get("triggeredByEvent") != "true":
-        return None
-    return EventSubprocessStart if node.get("isInterrupting") == "false" else InterruptingStartEvent
+__all__ = ["BatonBpmnParser", "clean_condition", "clean_script", "is_top_level_timer_start", "message_name",
+           "signal_name"]
 
 
 class TaskParser(ProfileMixin, SpiffTaskParser):
@@ -157,35 +71,11 @@ class BatonScriptTaskParser(ProfileMixin, ScriptTaskParser):
         return self.spec_class(self.spec, self.bpmn_id, script, **self.bpmn_attributes)
 
 
-class OperatorTaskParser(ProfileMixin, SpiffTaskParser):
-    """A serviceTask of Baton's profile: the ``operator`` property names what the engine does.
-
-    It becomes an ``OperatorTask`` (``bpmn.operators``) with no parameters: the operator's
-    settings are templates, not Python expressions, and stay in ``extensions['properties']`` for
-    the engine to render; ``extensions['operator']`` names it. It is ``manual``: SpiffWorkflow's
-    ``do_engine_steps`` leaves it READY and the engine runs the operator itself, then runs the task.
-    """
-
-    def create_task(self):
-        properties = profile.read_properties(self.node)
-        return self.spec_class(
-            self.spec, self.bpmn_id,
-            operation_name=properties.get("operator", ""),
-            operation_params={},
-            result_variable=properties.get("result_variable") or None,
-            manual=True,
-            **self.bpmn_attributes)
-
-    def parse_extensions(self, node=None):
-        extensions = super().parse_extensions(node)
-        extensions["operator"] = extensions["properties"].get("operator", "")
-        return extensions
-
-
 class BatonStartEventParser(EventMixin, SpiffStartEventParser):
     # SpiffWorkflow's start event parser does not read error and escalation definitions: such a
     # start event would become a none start event and its event subprocess would run at once.
-    DEFINITIONS = [MESSAGE_EVENT_XPATH, TIMER_EVENT_XPATH, ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH]
+    DEFINITIONS = [MESSAGE_EVENT_XPATH, SIGNAL_EVENT_XPATH, TIMER_EVENT_XPATH, ERROR_EVENT_XPATH,
+                   ESCALATION_EVENT_XPATH]
 
     def create_task(self):
         if is_top_level_timer_start(self.node):
@@ -201,12 +91,19 @@ class BatonStartEventParser(EventMixin, SpiffStartEventParser):
         extensions = super().parse_extensions(node)
         if node is None and is_top_level_timer_start(self.node):
             timer = read_timer(self.node.find(f"{{{profile.BPMN_NS}}}timerEventDefinition"))
-            extensions["timer"] = {"kind": timer.kind, "expression": timer.expression}
+            extensions["timer"] = {"kind": "cron" if timer.cron else timer.kind, "expression": timer.expression}
         return extensions
 
 
 class BatonEndEventParser(EventMixin, SpiffEndEventParser):
-    pass
+    # SpiffWorkflow's end event parser does not read signal definitions (a signal end event would
+    # throw nothing).
+    def create_task(self):
+        definition = self.get_event_definition([MESSAGE_EVENT_XPATH, SIGNAL_EVENT_XPATH, CANCEL_EVENT_XPATH,
+                                                ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH, TERMINATION_EVENT_XPATH])
+        task = self._create_task(definition)
+        task.connect(self.spec.end)
+        return task
 
 
 class BatonIntermediateCatchEventParser(EventMixin, SpiffIntermediateCatchEventParser):
@@ -284,6 +181,23 @@ class BatonBpmnParser(SpiffBpmnParser):
 
     PROCESS_PARSER_CLASS = BatonProcessParser
 
+    def __init__(self, decisions: dict | None = None, correlations: dict | None = None):
+        super().__init__()
+        self.decisions = decisions or {}  # DMN decisions of the deploy, by id (bpmn.dmn.reader)
+        self.correlations = correlations or {}  # per message name: {property: expression} (bpmn.correlations)
+
+    def get_subprocess_specs(self, name, specs=None, require_call_activity_specs=True):
+        """SpiffWorkflow's, passing ``require_call_activity_specs`` down when it recurses (3.2 drops
+        it, so a callActivity inside an embedded subProcess was refused although deployed)."""
+        used = specs if specs is not None else {}
+        for task_spec in self.get_spec(name).task_specs.values():
+            if isinstance(task_spec, SubWorkflowTaskMixin) and task_spec.spec not in used:
+                subprocess_spec = self.get_spec(task_spec.spec, required=require_call_activity_specs)
+                used[task_spec.spec] = subprocess_spec
+                if subprocess_spec is not None:
+                    self.get_subprocess_specs(task_spec.spec, used, require_call_activity_specs)
+        return used
+
     # A copy: the parent's dict is shared by every SpiffBpmnParser in the process.
     OVERRIDE_PARSER_CLASSES = {
         **SpiffBpmnParser.OVERRIDE_PARSER_CLASSES,
@@ -298,6 +212,8 @@ class BatonBpmnParser(SpiffBpmnParser):
         full_tag("intermediateThrowEvent"): (BatonIntermediateThrowEventParser, IntermediateThrowEvent),
         full_tag("boundaryEvent"): (BatonBoundaryEventParser, BoundaryEvent),
         full_tag("receiveTask"): (BatonReceiveTaskParser, ReceiveTask),
+        full_tag("sendTask"): (BatonSendTaskParser, SendTask),
+        full_tag("businessRuleTask"): (BusinessRuleTaskParser, DecisionTask),
         full_tag("eventBasedGateway"): (BatonEventBasedGatewayParser, EventBasedGateway),
         full_tag("subProcess"): (BatonSubWorkflowParser, SubWorkflowTask),
         full_tag("callActivity"): (BatonCallActivityParser, CallActivity),

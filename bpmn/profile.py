@@ -14,6 +14,7 @@ from lxml import etree
 BPMN_NS = "http://www.omg.org/spec/BPMN/20100524/MODEL"
 CAMUNDA_NS = "http://camunda.org/schema/1.0/bpmn"
 SPIFF_NS = "http://spiffworkflow.org/bpmn/schema/1.0/core"
+ZEEBE_NS = "http://camunda.org/schema/zeebe/1.0"  # Camunda 8
 NSMAP = {"bpmn": BPMN_NS, "camunda": CAMUNDA_NS, "spiffworkflow": SPIFF_NS}
 
 # Plain strings evaluated per call (compiled etree.XPath objects are not meant to be shared

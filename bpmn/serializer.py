@@ -15,6 +15,7 @@ from typing import Any, Callable
 from uuid import UUID
 
 from SpiffWorkflow.bpmn.serializer import BpmnWorkflowSerializer
+from SpiffWorkflow.bpmn.serializer.default.event_definition import TimerConditionalEventDefinitionConverter
 from SpiffWorkflow.bpmn.serializer.default.task_spec import BpmnTaskSpecConverter, EventConverter
 from SpiffWorkflow.bpmn.serializer.default.workflow import BpmnWorkflowConverter, WorkflowConverter
 from SpiffWorkflow.bpmn.serializer.helpers.encoder import create_encoder
@@ -23,11 +24,15 @@ from SpiffWorkflow.bpmn.serializer.workflow import VERSION
 from SpiffWorkflow.bpmn.specs.bpmn_process_spec import BpmnProcessSpec
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.spiff.serializer.config import SPIFF_CONFIG
-from SpiffWorkflow.spiff.serializer.event_definition import (ErrorEscalationEventDefinitionConverter,
-                                                             MessageEventDefinitionConverter)
-from SpiffWorkflow.spiff.serializer.task_spec import ServiceTaskConverter, SpiffMultiInstanceConverter
+from SpiffWorkflow.spiff.serializer.event_definition import (
+    ErrorEscalationEventDefinitionConverter, ItemAwareEventDefinitionConverter, MessageEventDefinitionConverter)
+from SpiffWorkflow.spiff.serializer.task_spec import (
+    ServiceTaskConverter, SpiffBpmnTaskConverter, SpiffMultiInstanceConverter)
 
-from bpmn.events import ErrorDefinition, EscalationDefinition, MessageDefinition
+from bpmn.cron import CronCycleDefinition
+from bpmn.dmn.task import DecisionTask
+from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition, SignalDefinition
+from bpmn.external import ExternalTask
 from bpmn.loops import ParallelInstances, SequentialInstances
 from bpmn.operators import OperatorTask
 from bpmn.scopes import EventSubprocessStart, InterruptingStartEvent, ScopeEndJoin
@@ -36,14 +41,17 @@ from engine.errors import BatonError
 VERSION_KEY = BpmnWorkflowSerializer.VERSION_KEY
 
 # SpiffWorkflow's spiff configuration plus Baton's spec classes (bpmn.events, .scopes, .loops,
-# .operators).
+# .operators, .external).
 BATON_CONFIG = {**SPIFF_CONFIG, MessageDefinition: MessageEventDefinitionConverter,
+                SignalDefinition: ItemAwareEventDefinitionConverter,
                 ErrorDefinition: ErrorEscalationEventDefinitionConverter,
                 EscalationDefinition: ErrorEscalationEventDefinitionConverter,
                 EventSubprocessStart: EventConverter, InterruptingStartEvent: EventConverter,
                 ScopeEndJoin: BpmnTaskSpecConverter,
                 SequentialInstances: SpiffMultiInstanceConverter,
-                ParallelInstances: SpiffMultiInstanceConverter, OperatorTask: ServiceTaskConverter}
+                ParallelInstances: SpiffMultiInstanceConverter, OperatorTask: ServiceTaskConverter,
+                ExternalTask: ServiceTaskConverter, CronCycleDefinition: TimerConditionalEventDefinitionConverter,
+                DecisionTask: SpiffBpmnTaskConverter}
 
 
 class DataRegistry(DefaultRegistry):

@@ -1,7 +1,8 @@
 """Timer definitions: what a modeler writes, and the Python expression SpiffWorkflow evaluates.
 
 SpiffWorkflow 3.2 evaluates the text of timeDate/timeDuration/timeCycle as a Python expression
-with the script engine, so it wants ``"PT5M"`` with quotes. Camunda Modeler users write
+with the script engine, so it wants ``"PT5M"`` with quotes. Camunda's cron cycles (``0 0 9 * * ?``)
+are read by ``bpmn.cron``; JUEL and FEEL texts are translated (``bpmn.expressions``). Camunda Modeler users write
 ``PT5M``, ``2026-12-01T10:00:00Z`` or ``R3/PT10S`` bare. ``read_timer`` turns either form into one
 ``Timer``: a bare ISO 8601 literal becomes a quoted Python string literal, a Python expression
 stays as written (checked by the sandbox), and literal values are validated with SpiffWorkflow's
@@ -19,6 +20,9 @@ from lxml import etree
 from SpiffWorkflow.bpmn.specs.event_definitions.timer import TimerEventDefinition
 
 from bpmn.allowlist import MAX_TIMER_CYCLES
+from bpmn.cron import Cron, looks_like_cron
+from bpmn.expressions import translate
+from bpmn.timedeltas import rewrite_timedelta
 from bpmn.issues import local_name
 from bpmn.profile import BPMN_NS
 from engine.sandbox import check_expression
@@ -39,6 +43,7 @@ class Timer:
     expression: str | None     # the Python expression SpiffWorkflow evaluates; None if unusable
     problem: str | None        # one sentence why the timer cannot run, or None
     element: etree._Element | None = None  # the timeDate/... element (for its line)
+    cron: bool = False         # a timeCycle written as a Quartz cron (bpmn.cron)
 
     @property
     def literal(self) -> str | None:
@@ -63,6 +68,13 @@ def read_timer(definition: etree._Element) -> Timer:
                      f"timerEventDefinition has {found} timeDate, timeDuration or timeCycle; give it exactly one.")
     element = specs[0]
     kind, text = local_name(element), (element.text or "").strip()
+    if kind == "timeCycle" and looks_like_cron(text):
+        try:
+            Cron.parse(text)
+        except ValueError as exc:
+            return Timer(kind, text, None, f"timeCycle '{_shorten(text)}' is not a cron expression Baton reads: "
+                                           f"{exc}.", element, cron=True)
+        return Timer(kind, text, json.dumps(text), None, element, cron=True)
     expression, problem = _normalize(kind, text)
     return Timer(kind, text, expression, problem, element)
 
@@ -71,10 +83,19 @@ def _normalize(kind: str, text: str) -> tuple[str | None, str | None]:
     example = _EXAMPLES[kind]
     if not text:
         return None, f"{kind} is empty; write an ISO 8601 value such as {example}."
-    if text.startswith(("${", "#{")) or text.startswith("="):
-        dialect = "FEEL" if text.startswith("=") else "JUEL"
-        return None, (f"{kind} '{_shorten(text)}' is a {dialect} expression; write an ISO 8601 value such "
-                      f"as {example}, or a Python expression that computes one.")
+    translation = translate(text)
+    if translation.problem is not None:
+        return None, (f"{kind} '{_shorten(text)}' cannot be translated from {translation.dialect}: "
+                      f"{translation.problem}; write an ISO 8601 value such as {example}, or a Python "
+                      "expression that computes one.")
+    if translation.dialect is not None:  # JUEL ${delay} or FEEL = "PT5M": read as the Python it means
+        text = translation.python
+    try:
+        rewritten = rewrite_timedelta(kind, text)  # SpiffArena's timedelta(minutes=5)
+    except ValueError as exc:
+        return None, f"{kind} '{_shorten(text)}' cannot be read: {exc}."
+    if rewritten is not None:
+        text = rewritten
     if _LITERAL[kind].match(text):  # bare, as Camunda Modeler users write it
         problem = validate_literal(kind, text)
         return (None, problem) if problem else (json.dumps(text), None)

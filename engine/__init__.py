@@ -6,8 +6,9 @@ advances the instance; calls to other servers go out from ``outbound``. The map 
 test, tests/unit/test_layering.py, holds every module to it):
 
     package     owns                                                          may import (of engine)
-    (top)       use cases: auth, definitions, instances, tasks, webhooks,     anything below
-                forms, insight (the console's views of runs), errors
+    (top)       use cases: auth, definitions, instances, tasks, external      anything below
+                tasks, messages, webhooks, forms, insight (the console's
+                views of runs), errors
     store/      models, database setup, the one write path, paging,           errors
                 instance state and its version
     jobs/       the queue (claim, finish, retry policy), job kinds, wakers,   errors, store
@@ -19,8 +20,9 @@ test, tests/unit/test_layering.py, holds every module to it):
     chat/       channel configurations, conversations, the outbox of an       errors, store, jobs, outbound
                 advance, AI dialogs, messengers
     runtime/    the runner (the only code that steps SpiffWorkflow), events,  errors, store, jobs, sandbox,
-                stepping and guardrails, outcome, human-task rows, timer       outbound, chat
-                starts
+                stepping and guardrails, outcome, human-task and external-     outbound, chat
+                task rows, event subscriptions, message and signal routing,
+                timer starts
 
 Nothing in engine/ imports ``rpc``, ``channels``, ``console`` or ``app``; only ``store`` touches
 Flask (the database extension lives there). ``bpmn/`` imports only ``errors`` and ``sandbox`` of

@@ -1,5 +1,6 @@
-"""Publishing BPMN: versions per code, the spec stored once, webhook routes for webhook start events,
-channel start events resolved to their channel's config id."""
+"""Publishing BPMN: versions per code (each executable pool of a collaboration its own), the spec stored
+once, the DMN files its business rule tasks call, webhook routes for webhook start events, channel
+start events resolved to their channel's config id."""
 from __future__ import annotations
 
 import re
@@ -9,7 +10,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from bpmn import all_task_specs, parse_definition
+from bpmn import all_task_specs, parse_definitions
 from engine.chat import channel_configs, messenger_calls
 from engine.chat.messengers import TYPES as MESSENGER_TYPES
 from engine.errors import BpmnValidationError, InvalidParamsError, NotFoundError
@@ -31,35 +32,35 @@ def webhook_url(public_url: str, webhook_id: str) -> str:
     return f"{public_url.rstrip('/')}/webhooks/inbound/{webhook_id}"
 
 
-def deploy(tenant_id: int, xml: str, code: str | None, *, public_url: str) -> dict[str, Any]:
-    parsed = parse_definition(xml)
-    code = parsed.process_id if code is None else code
-    if not _CODE.match(code or ""):
-        raise InvalidParamsError("Parameter 'code' must be 1 to 200 letters, digits, '_', '.' or '-'.")
-    _refuse_several_starts(parsed)
+def deploy(tenant_id: int, xml: str, code: str | None, *, dmn: list[str] = (), public_url: str) -> dict[str, Any]:
+    """Publish a file: each executable pool becomes a new version of its code (its process id, or
+    ``code`` for a file with one), all in one transaction. The answer describes the first (a file
+    with one process: that one) and lists every definition in ``definitions``."""
+    parsed_all = parse_definitions(xml, list(dmn))
+    if code is not None and len(parsed_all) > 1:
+        ids = ", ".join(f"'{parsed.process_id}'" for parsed in parsed_all)
+        raise InvalidParamsError(f"Parameter 'code' names one process, but the file has {len(parsed_all)} "
+                                 f"executable pools ({ids}); each is deployed under its process id. Leave "
+                                 "'code' out.", data={"param": "code"})
+    codes = [parsed.process_id if code is None else code for parsed in parsed_all]
+    for one in codes:
+        if not _CODE.match(one or ""):
+            raise InvalidParamsError("Parameter 'code' must be 1 to 200 letters, digits, '_', '.' or '-'.")
     # A start event's channel (config id or name) must exist, of the trigger's type.
-    bound = channel_configs.resolve_start_channels(tenant_id, parsed.start_events, CHANNEL_TRIGGERS)
-    _refuse_buttons_the_messenger_cannot_carry(parsed)
+    bound = [channel_configs.resolve_start_channels(tenant_id, parsed.start_events, CHANNEL_TRIGGERS)
+             for parsed in parsed_all]
+    for parsed in parsed_all:
+        _refuse_buttons_the_messenger_cannot_carry(parsed)
     for attempt in range(3):  # two deploys of one code at once: the loser takes the next version
         try:
-            return _store(tenant_id, xml, code, parsed, public_url, bound)
+            answers = [_store(tenant_id, xml, list(dmn), one, parsed, public_url, channels)
+                       for one, parsed, channels in zip(codes, parsed_all, bound)]
+            db.session.commit()
+            return {**answers[0], "definitions": answers}
         except IntegrityError:
             db.session.rollback()
             if attempt == 2:
                 raise
-
-
-def _refuse_several_starts(parsed) -> None:
-    # SpiffWorkflow always enters a process at its first start event, whatever triggered it; rather
-    # than start the wrong branch, a process has one start event (one process per trigger; shared
-    # steps go into a process that each one calls with a call activity).
-    if len(parsed.start_events) > 1:
-        ids = ", ".join(f"'{start.element_id}'" for start in parsed.start_events)
-        raise BpmnValidationError([
-            {"element_id": start.element_id, "line": getattr(start, "line", None),
-             "message": f"The process has {len(parsed.start_events)} start events ({ids}); Baton runs "
-                        "processes with exactly one. Use one process per trigger."}
-            for start in parsed.start_events[1:]])
 
 
 def _refuse_buttons_the_messenger_cannot_carry(parsed) -> None:
@@ -72,15 +73,15 @@ def _refuse_buttons_the_messenger_cannot_carry(parsed) -> None:
         raise BpmnValidationError(errors)
 
 
-def _store(tenant_id: int, xml: str, code: str, parsed, public_url: str,
+def _store(tenant_id: int, xml: str, dmn: list[str], code: str, parsed, public_url: str,
            bound: dict[str, int]) -> dict[str, Any]:
     latest = db.session.execute(
         select(func.max(Definition.version)).where(Definition.tenant_id == tenant_id, Definition.code == code)
     ).scalar_one()
     definition = Definition(
         tenant_id=tenant_id, code=code, version=(latest or 0) + 1, process_id=parsed.process_id,
-        name=parsed.name, bpmn_xml=xml, spec_json=parsed.spec_json,
-        start_events=[_start_event(s, bound) for s in parsed.start_events])
+        name=parsed.name, bpmn_xml=xml, dmn_xml=dmn or None, spec_json=parsed.spec_json,
+        start_events=[_start_event(s, bound, parsed.default_start) for s in parsed.start_events])
     db.session.add(definition)
     db.session.flush()
     webhooks = []
@@ -98,17 +99,22 @@ def _store(tenant_id: int, xml: str, code: str, parsed, public_url: str,
         webhooks.append({"start_event_id": start.element_id, "webhook_id": route.webhook_id,
                          "url": webhook_url(public_url, route.webhook_id)})
     timer_starts.schedule(definition, getattr(parsed, "timer_starts", []))
-    db.session.commit()
     return {"definition_id": definition.id, "code": code, "version": definition.version,
             "webhooks": webhooks,
             "channels": [{"start_event_id": element_id, "config_id": config_id}
                          for element_id, config_id in bound.items()]}
 
 
-def _start_event(start, bound: dict[str, int]) -> dict[str, Any]:
+def _start_event(start, bound: dict[str, int], default: str | None) -> dict[str, Any]:
+    """A start event as stored (and listed): what triggers it, and whether process.start begins there."""
     entry = {"element_id": start.element_id, "trigger": start.trigger, "channel": start.channel}
+    for name in ("message", "signal"):
+        if getattr(start, name, None):
+            entry[name] = getattr(start, name)
     if start.element_id in bound:
         entry["config_id"] = bound[start.element_id]
+    if start.element_id == default:
+        entry["default"] = True
     return entry
 
 
@@ -131,4 +137,4 @@ def get_definition(tenant_id: int, definition_id: int) -> dict[str, Any]:
         Definition.tenant_id == tenant_id, Definition.id == definition_id)).scalar_one_or_none()
     if definition is None:
         raise NotFoundError(f"Definition {definition_id} not found.")
-    return {**_summary(definition), "bpmn": definition.bpmn_xml}
+    return {**_summary(definition), "bpmn": definition.bpmn_xml, "dmn": definition.dmn_xml or []}

@@ -22,6 +22,7 @@ Flask error handlers (``channels/http.py``).
     ├── HttpStatusError       -32600 (its own word)    (its status)  what the web layer refuses by itself
     ├── CallActivityError     a call activity names a process that is not deployed (fails its instance)
     ├── OperatorError         an operator service task failed, e.g. HTTP after its retries (fails its instance)
+    ├── ExternalTaskError     a worker failed an external task for good, or its BPMN error found no catcher (fails its instance)
     ├── ScriptError           a sandboxed script/condition/template failed (fails its instance)
     │   ├── SandboxLimitError     it broke the time or memory limit
     │   └── GuardrailError        the instance grew past a safety limit (steps, depth, time)
@@ -29,7 +30,8 @@ Flask error handlers (``channels/http.py``).
         ├── CallFailedError       an HTTP task's call failed: retryable or not, with the server's Retry-After
         └── MessengerUnavailableError  messenger_unavailable: Telegram/Viber/WhatsApp could not be reached
 
-Errors that fail an instance (CallActivityError, OperatorError, ScriptError) never reach a caller
+Errors that fail an instance (CallActivityError, OperatorError, ExternalTaskError, ScriptError)
+never reach a caller
 as such: the instance's ``error`` carries their message. The wire forms are ``to_rpc()`` (the
 ``error`` object of a JSON-RPC answer) and ``to_http()`` (status and body of any other endpoint).
 """
@@ -193,6 +195,13 @@ class OperatorError(BatonError):
     """An operator service task failed (an HTTP call answered an error after its retries, ...)."""
 
     reason = "operator_failed"
+
+
+class ExternalTaskError(BatonError):
+    """An external task failed: its worker reported a failure with no retries left, or a BPMN error
+    that no error boundary event catches."""
+
+    reason = "external_task_failed"
 
 
 class ScriptError(BatonError):

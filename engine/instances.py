@@ -9,17 +9,19 @@ from typing import Any
 
 from sqlalchemy import delete, select, update
 
-from engine import jobs, tasks
+from engine import external_tasks, jobs, tasks
 from engine.chat import outbox
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.jobs.kinds import MESSAGE, RETRY, START
+from engine.runtime import subscriptions
+from engine.runtime.routing import QUEUED
 from engine.store import writes
 from engine.store.db import db, iso, utcnow
 from engine.store.models import Definition, Instance, Job
 from engine.store.paging import page_of
 
 STATUSES = ("running", "completed", "cancelled", "failed")
-_QUEUED = "message_queued"  # a waiting_for entry already claimed by an accepted message
+_QUEUED = QUEUED  # a waiting_for entry already claimed by an accepted message
 
 
 def resolve_definition(tenant_id: int, reference: int | str) -> Definition:
@@ -41,8 +43,9 @@ def start(tenant_id: int, definition: Definition, variables: dict[str, Any] | No
     """Create a running instance and its start job in the current transaction."""
     if variables is not None and not isinstance(variables, dict):
         raise InvalidParamsError("Parameter 'variables' must be an object.")
+    default = next((s["element_id"] for s in definition.start_events or [] if s.get("default")), None)
     instance_id = writes.create_instance(writes.SessionExecutor(), tenant_id, definition.id, dict(variables or {}),
-                                         START)
+                                         START, {"start_event": default} if default else None)
     answer = {"instance_id": instance_id, "status": "running", "definition_id": definition.id}
     if commit:
         db.session.commit()
@@ -95,6 +98,8 @@ def cancel(tenant_id: int, instance_id: int) -> dict[str, Any]:
                     revision=Instance.revision + 1))
         db.session.execute(delete(Job).where(Job.instance_id == instance.id))
         tasks.cancel_open(instance.id)
+        external_tasks.cancel_open(instance.id)
+        subscriptions.drop(instance.id)
         outbox.close_for_instance(instance.id)
         db.session.commit()
     return {"instance_id": instance.id, "status": "cancelled"}
@@ -149,7 +154,12 @@ def retry(tenant_id: int, instance_id: int, variables: dict[str, Any] | None) ->
         .values(status="running", error=None, completed_at=None, revision=Instance.revision + 1))
     if resumed.rowcount != 1:
         raise ConflictError(f"Instance {instance_id} was retried by another call.")
-    jobs.enqueue(tenant_id, RETRY, instance_id=instance.id, payload={"variables": variables or {}})
+    payload = {"variables": variables or {}}
+    if instance.state is None:  # it failed before its first save: begin again where its start job said
+        held_start = db.session.execute(select(Job.payload).where(
+            Job.instance_id == instance.id, Job.kind == START, Job.run_at == jobs.HELD_UNTIL)).scalars().first()
+        payload.update({k: v for k, v in (held_start or {}).items() if k in ("start_event", "trigger")})
+    jobs.enqueue(tenant_id, RETRY, instance_id=instance.id, payload=payload)
     jobs.requeue_held(instance.id)  # what an internal failure kept aside runs after the retry
     db.session.commit()
     return {"instance_id": instance.id, "status": "running"}

@@ -114,7 +114,8 @@ def _start(executor: writes.Executor, call: WebhookCall) -> dict[str, Any]:
             return earlier
     if not any(s["element_id"] == route.start_event_id and s["trigger"] == "webhook" for s in route.start_events):
         raise NotFoundError("This webhook's start event is not in the latest version of its process.")
-    instance_id = writes.create_instance(executor, route.tenant_id, route.definition_id, call.variables, START)
+    instance_id = writes.create_instance(executor, route.tenant_id, route.definition_id, call.variables, START,
+                                         {"start_event": route.start_event_id})
     answer = {"instance_id": instance_id, "status": "running", "definition_id": route.definition_id}
     if call.idempotency_key is not None:
         now = utcnow()

@@ -4,17 +4,23 @@ from __future__ import annotations
 from engine import auth, definitions, webhooks
 from engine.errors import InvalidParamsError
 from engine.store.db import db
-from rpc.params import optional_str, page_params, reject_unknown, require_int, require_list, require_str
+from rpc.params import (optional_list, optional_str, page_params, reject_unknown, require_int, require_list,
+                        require_str)
 from rpc.registry import RpcMethod
 
 MAX_BPMN_CHARS = 1_000_000
+MAX_DMN_FILES = 20
 
 
 def deploy(ctx, params):
-    reject_unknown(params, {"bpmn", "code"})
+    reject_unknown(params, {"bpmn", "code", "dmn"})
     xml = require_str(params, "bpmn", max_len=MAX_BPMN_CHARS)
     code = optional_str(params, "code", max_len=200)
-    return definitions.deploy(ctx.tenant_id, xml, code, public_url=ctx.settings.public_url)
+    dmn = optional_list(params, "dmn") or []
+    if len(dmn) > MAX_DMN_FILES:
+        raise InvalidParamsError(f"Parameter 'dmn' holds at most {MAX_DMN_FILES} files.", data={"param": "dmn"})
+    dmn = [require_str({f"dmn[{i}]": text}, f"dmn[{i}]", max_len=MAX_BPMN_CHARS) for i, text in enumerate(dmn)]
+    return definitions.deploy(ctx.tenant_id, xml, code, dmn=dmn, public_url=ctx.settings.public_url)
 
 
 def definition_list(ctx, params):

@@ -45,19 +45,19 @@ _JSON = "application/json; charset=utf-8"
 _NO_ID = object()
 
 
-def rpc_blueprint(methods: MethodTable, settings, specs=None) -> Blueprint:
+def rpc_blueprint(methods: MethodTable, settings, *, specs=None, long_poll=None) -> Blueprint:
     """The endpoint over ``methods`` (``/v1/rpc``, and ``/rpc``, the legacy path where ``process_id``
-    stands for ``definition_id``); ``settings`` reach the handlers in their context."""
+    stands for ``definition_id``); ``settings``, the spec cache and the long poll reach the handlers in their context."""
     bp = Blueprint("rpc", __name__)
     verbs = ["GET", "POST", "PUT", "PATCH", "DELETE"]  # every verb is answered in JSON-RPC's shape
 
     @bp.route("/v1/rpc", methods=verbs)
     def rpc_v1() -> Response:
-        return _serve(methods, settings, specs, legacy=False)
+        return _serve(methods, settings, specs, long_poll, legacy=False)
 
     @bp.route("/rpc", methods=verbs)
     def rpc_legacy() -> Response:
-        return _serve(methods, settings, specs, legacy=True)
+        return _serve(methods, settings, specs, long_poll, legacy=True)
 
     @bp.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
@@ -68,7 +68,7 @@ def rpc_blueprint(methods: MethodTable, settings, specs=None) -> Blueprint:
     return bp
 
 
-def _serve(methods: MethodTable, settings, specs, legacy: bool) -> Response:
+def _serve(methods: MethodTable, settings, specs, long_poll, legacy: bool) -> Response:
     if request.method != "POST":
         exc = MethodNotAllowedError(("POST",), "The JSON-RPC endpoint takes POST requests only.")
         response = _reply(_error_answer(exc, None), exc.http_status)
@@ -90,7 +90,8 @@ def _serve(methods: MethodTable, settings, specs, legacy: bool) -> Response:
         payload = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return _reply(_error_answer(ParseError("The body is not valid JSON (UTF-8)."), None))
-    context = RpcContext(principal=principal, settings=settings, legacy=legacy, methods=methods, specs=specs)
+    context = RpcContext(principal=principal, settings=settings, legacy=legacy, methods=methods, specs=specs,
+                         long_poll=long_poll)
     if not isinstance(payload, list):
         return _reply(_answer(payload, context, methods))
     if not payload:

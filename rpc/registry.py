@@ -23,6 +23,7 @@ class RpcContext:
     legacy: bool = False  # True on the old ``/rpc`` path
     methods: "MethodTable | None" = None  # the table the call came through (auth.whoami lists it)
     specs: Any = None  # the process's engine.store.workflows.SpecCache (methods that read instance state)
+    long_poll: Any = None  # engine.jobs.wakers.LongPoll: how external.fetch_and_lock waits
 
     @property
     def tenant_id(self) -> int:

@@ -101,10 +101,12 @@ class Api:
         assert response.status_code == 200, response.text
         return body["result"]
 
-    def deploy(self, xml: str, code: str | None = None) -> dict[str, Any]:
-        params = {"bpmn": xml}
+    def deploy(self, xml: str, code: str | None = None, dmn: list[str] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"bpmn": xml}
         if code is not None:
             params["code"] = code
+        if dmn is not None:
+            params["dmn"] = dmn
         return self.call("definition.deploy", **params)
 
     def wait_until_idle(self, timeout: float = 30.0) -> None:

@@ -13,6 +13,7 @@ from lxml import etree
 from bpmn.allowlist import EXPRESSION_LANGUAGES, SCRIPT_FORMATS
 from bpmn.checks.elements import bpmn_children, content
 from bpmn.checks.flows import condition_of
+from bpmn.expressions import translate
 from bpmn.issues import Issues, local_name
 from bpmn.parser import clean_condition, clean_script
 from bpmn.profile import NSMAP
@@ -50,8 +51,9 @@ def check_code(container: etree._Element, issues: Issues) -> None:
 def _check_script_task(task: etree._Element, issues: Issues) -> None:
     script_format = (task.get("scriptFormat") or "python").strip().lower()
     if script_format not in SCRIPT_FORMATS:
-        issues.add(task, f"scriptTask scriptFormat '{task.get('scriptFormat')}' is not supported; "
-                         "scripts are Python.")
+        issues.add(task, f"scriptTask scriptFormat '{task.get('scriptFormat')}' is not supported; scripts are "
+                         "Python: rewrite it in Python (Baton runs it in its sandbox), or make the element a "
+                         "serviceTask that an external worker completes.")
         return
     scripts = [child for child in bpmn_children(task) if local_name(child) == "script"]
     if not scripts or clean_script(scripts[0].text) is None:
@@ -99,13 +101,13 @@ def check_python_expression(owner: etree._Element, node: etree._Element, what: s
     if source is None:
         issues.add(owner, f"{tag} {what} is empty.", at=node)
         return
-    # Camunda 7 writes JUEL (${...}), Camunda 8 FEEL (= ...): name the dialect, not a syntax error.
-    dialect = "JUEL" if source.startswith(("${", "#{")) else "FEEL" if source.startswith("=") else None
-    if dialect:
-        issues.add(owner, f"{tag} {what} '{_shorten(source)}' is a {dialect} expression; Baton "
-                          f"{what}s are Python expressions, such as amount > 100.", at=node)
+    # Camunda 7 writes JUEL (${...}), Camunda 8 FEEL (= ...): translated into Python at deploy.
+    translation = translate(source)
+    if translation.problem is not None:
+        issues.add(owner, f"{tag} {what} '{_shorten(source)}' cannot be translated from {translation.dialect}: "
+                          f"{translation.problem}; write it as a Python expression, such as amount > 100.", at=node)
         return
-    reason = check_expression(source)
+    reason = check_expression(translation.python)
     if reason is not None:
         issues.add(owner, f"{tag} {what} '{_shorten(source)}' cannot run: {_sentence(reason)}", at=node)
 

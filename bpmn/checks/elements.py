@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from lxml import etree
 
-from bpmn.allowlist import (BPMN_FLOW_CONTENT, CONTAINERS, DECORATION, FLOW_ELEMENTS,
+from bpmn.allowlist import (BPMN_FLOW_CONTENT, CONTAINERS, DECORATION, FLOW_ELEMENTS, PROCESS_DECLARATIONS,
                             ROOT_DECLARATIONS, child_refusal, element_refusal)
 from bpmn.issues import Issues, local_name
 from bpmn.profile import BPMN_NS
@@ -76,18 +76,26 @@ def flow_nodes(container: etree._Element) -> dict[str, etree._Element]:
             and local_name(child) != "sequenceFlow"}
 
 
+MAX_NAME = 255  # a message or signal name, and an external task's topic (the engine's columns)
+
+
 def check_definitions(root: etree._Element, issues: Issues) -> None:
     """Children of <definitions> other than processes: declarations pass, the rest is refused."""
     for child in bpmn_children(root):
         tag = local_name(child)
         if tag != "process" and tag not in ROOT_DECLARATIONS:
             issues.add(child, element_refusal(tag, []))
+        elif tag in ("message", "signal") and len((child.get("name") or "").strip() or child.get("id") or "") > MAX_NAME:
+            issues.add(child, f"The {tag} name is longer than {MAX_NAME} characters.")
 
 
 def check_elements(container: etree._Element, issues: Issues) -> None:
+    nested = is_container(container)
     for child in content(container):
         tag = local_name(child)
-        if tag in DECORATION:
+        if tag == "ioSpecification" and not nested:
+            check_io_specification(container, child, issues)
+        if tag in DECORATION or (not nested and tag in PROCESS_DECLARATIONS):
             continue
         if tag in FLOW_ELEMENTS:
             _check_flow_element(child, tag, issues)
@@ -107,8 +115,21 @@ def _check_flow_element(element: etree._Element, tag: str, issues: Issues) -> No
             continue  # the subProcess's own content: checked in its own pass
         if child_tag not in allowed and child_tag not in DECORATION:
             issues.add(element, child_refusal(tag, child_tag), at=child)
+        elif child_tag == "ioSpecification":
+            check_io_specification(element, child, issues)
     if element.get("isForCompensation") == "true":
         issues.add(element, child_refusal(tag, "isForCompensation"))
     if len(event_definitions(element)) > 1:
         names = " and ".join(event_definitions(element))
         issues.add(element, f"{tag} with {names} (a multiple event) is not supported yet.")
+
+
+def check_io_specification(owner: etree._Element, spec: etree._Element, issues: Issues) -> None:
+    """SpiffWorkflow reads each dataInput/dataOutput as the variable named by its id: the ids must be
+    names a script or condition can use."""
+    for data in spec.iter(f"{{{BPMN_NS}}}dataInput", f"{{{BPMN_NS}}}dataOutput"):
+        data_id = data.get("id") or ""
+        if not data_id.isidentifier() or data_id.startswith("__"):
+            issues.add(owner, f"{local_name(owner)} ioSpecification {local_name(data)} '{data_id}' must have a "
+                              "variable name as its id (SpiffWorkflow reads the variable of that name), such "
+                              "as order_total.", at=data)

@@ -13,6 +13,7 @@ from bpmn.allowlist import FLOW_ELEMENTS
 from bpmn.checks.elements import (bpmn_children, container_word, content, event_definition,
                                   is_container, is_event_subprocess)
 from bpmn.checks.flows import flow_index
+from bpmn.dmn.task import decision_ref, is_implemented_like_a_service
 from bpmn.issues import Issues, local_name
 from bpmn.timers import read_timer
 
@@ -20,11 +21,15 @@ ACTIVITIES = frozenset({"task", "scriptTask", "userTask", "manualTask", "service
                         "callActivity", "subProcess", "sendTask", "businessRuleTask", "transaction",
                         "adHocSubProcess"})
 _SUBPROCESS_LIKE = ("subProcess", "callActivity")
-_EVENT_SUBPROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition", "errorEventDefinition",
-                            "escalationEventDefinition")
+_EVENT_SUBPROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition", "signalEventDefinition",
+                            "errorEventDefinition", "escalationEventDefinition")
+_OR_A_WORKER = {"error": " (or what the worker of an external task reports)", "escalation": ""}
+_THROWERS = ("endEvent", "intermediateThrowEvent")
+_PROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition", "signalEventDefinition")
 _UPSTREAM_TIMER_BUG = ("SpiffWorkflow 3.2 keeps one due time per gateway, so two timers after one "
                        "eventBasedGateway fire at the wrong time (an upstream bug)")
 _REFERENCES = {"messageEventDefinition": ("messageRef", "message", True),
+               "signalEventDefinition": ("signalRef", "signal", True),
                "errorEventDefinition": ("errorRef", "error", False),
                "escalationEventDefinition": ("escalationRef", "escalation", False)}
 
@@ -35,18 +40,18 @@ def check_events(container: etree._Element, issues: Issues) -> None:
     for element in content(container):
         tag = local_name(element)
         definition = event_definition(element)
-        # Definitions refused where they stand (a message end event, a message start event of the
-        # process) already have their sentence; their references and timers are not looked at.
+        # Definitions refused where they stand (an error start event of the process) already have
+        # their sentence; their references and timers are not looked at.
         if definition is not None and local_name(definition) in FLOW_ELEMENTS.get(tag, ()) \
                 and not (tag == "startEvent" and not is_container(container)
-                         and local_name(definition) != "timerEventDefinition"):
+                         and local_name(definition) not in _PROCESS_STARTS):
             _check_reference(element, definition, declared, issues)
             if local_name(definition) == "timerEventDefinition":
                 _check_timer(element, definition, container, issues)
         if tag == "startEvent":
             _check_start_event(element, definition, container, issues)
         elif tag == "intermediateCatchEvent" and definition is None and not _has_definitions(element):
-            issues.add(element, "intermediateCatchEvent needs a timer or message definition: "
+            issues.add(element, "intermediateCatchEvent needs a timer, message or signal definition: "
                                 "it waits for something.")
         elif tag == "boundaryEvent":
             _check_boundary_event(element, definition, container, issues)
@@ -57,7 +62,7 @@ def check_events(container: etree._Element, issues: Issues) -> None:
 
 
 def _declarations(root: etree._Element) -> dict[str, set[str]]:
-    found: dict[str, set[str]] = {"message": set(), "error": set(), "escalation": set()}
+    found: dict[str, set[str]] = {"message": set(), "signal": set(), "error": set(), "escalation": set()}
     for child in bpmn_children(root):
         if local_name(child) in found and child.get("id"):
             found[local_name(child)].add(child.get("id"))
@@ -78,8 +83,9 @@ def _check_reference(element, definition, declared, issues: Issues) -> None:
     tag = local_name(element)
     if not ref:
         if required:
+            what = "throws" if tag in _THROWERS else "waits for"
             issues.add(element, f"{tag} {local_name(definition)} needs a {attribute} naming a bpmn:{kind} "
-                                "(its name is what process.message delivers).", at=definition)
+                                f"(its name is what the event {what}).", at=definition)
     elif ref not in declared[kind]:
         issues.add(element, f"{tag} {attribute} '{ref}' names no bpmn:{kind} of this file.", at=definition)
 
@@ -100,15 +106,12 @@ def _check_start_event(element, definition, container, issues: Issues) -> None:
     kind = local_name(definition) if definition is not None else None
     trigger = profile.read_properties(element).get("trigger")
     if not is_container(container):  # the process
-        if kind == "messageEventDefinition":
-            issues.add(element, "A message start event of the process is not supported; give a none "
-                                "start event the property trigger = webhook, or wait for the message "
-                                "inside the process (process.message reaches a waiting instance).")
-        elif kind in ("errorEventDefinition", "escalationEventDefinition"):
+        if kind in ("errorEventDefinition", "escalationEventDefinition"):
             issues.add(element, f"A start event with {kind} can only start an event subProcess "
                                 '(a subProcess with triggeredByEvent="true").')
-        elif kind == "timerEventDefinition" and trigger:
-            issues.add(element, "A timer start event starts the process by its timer; remove its "
+        elif kind in _PROCESS_STARTS and trigger:
+            what = kind.removesuffix("EventDefinition")
+            issues.add(element, f"A {what} start event starts the process by its {what}; remove its "
                                 f"'trigger' property ({trigger}).")
         return
     if trigger:
@@ -116,8 +119,8 @@ def _check_start_event(element, definition, container, issues: Issues) -> None:
                             f"not of a {container_word(container)}.")
     if is_event_subprocess(container):
         if kind not in _EVENT_SUBPROCESS_STARTS:
-            issues.add(element, "An event subProcess starts at a timer, message, error or escalation "
-                                "start event; this start event waits for nothing.")
+            issues.add(element, "An event subProcess starts at a timer, message, signal, error or "
+                                "escalation start event; this start event waits for nothing.")
         elif kind == "errorEventDefinition" and element.get("isInterrupting") == "false":
             issues.add(element, "An error start event always interrupts its scope; remove "
                                 'isInterrupting="false".')
@@ -169,16 +172,18 @@ def _check_boundary_event(element, definition, container, issues: Issues) -> Non
         issues.add(element, f"boundaryEvent cancelActivity must be true or false, not '{cancel}'.")
     if definition is None:
         if not _has_definitions(element):
-            issues.add(element, "boundaryEvent needs a timer, message, error or escalation definition.")
+            issues.add(element, "boundaryEvent needs a timer, message, signal, error or escalation definition.")
         return
     kind = local_name(definition)
     if kind == "errorEventDefinition" and cancel == "false":
         issues.add(element, 'An error boundaryEvent always interrupts its activity; remove cancelActivity="false".')
     if kind in ("errorEventDefinition", "escalationEventDefinition") and target is not None \
-            and local_name(target) not in _SUBPROCESS_LIKE:
+            and local_name(target) not in _SUBPROCESS_LIKE \
+            and not (kind == "errorEventDefinition" and is_external_task(target)):
         what = "error" if kind == "errorEventDefinition" else "escalation"
         issues.add(element, f"An {what} boundaryEvent catches what an {what} end or throw event inside a "
-                            f"subProcess or callActivity throws; '{attached}' is a {local_name(target)}.")
+                            f"subProcess or callActivity throws{_OR_A_WORKER[what]}; '{attached}' is a "
+                            f"{local_name(target)}.")
 
 
 def _check_receive_task(element, declared, issues: Issues) -> None:
@@ -223,3 +228,14 @@ def _check_event_based_gateway(gateway, container, issues: Issues) -> None:
     for extra in timers[1:]:
         issues.add(extra, f"eventBasedGateway '{gateway.get('id')}' already waits for timer "
                           f"'{timers[0].get('id')}'; {_UPSTREAM_TIMER_BUG}. Use one timer.")
+
+
+def is_external_task(element) -> bool:
+    """A service task without an operator, a send task without a message, a business rule task
+    implemented like a service: a worker completes it."""
+    tag = local_name(element)
+    if tag == "serviceTask":
+        return not profile.read_properties(element).get("operator")
+    if tag == "businessRuleTask":
+        return decision_ref(element) is None and is_implemented_like_a_service(element)
+    return tag == "sendTask" and not element.get("messageRef")

@@ -14,8 +14,9 @@ from lxml import etree
 from bpmn.allowlist import LOOPS, MAX_LOOP_CARDINALITY
 from bpmn.checks.code import check_python_expression
 from bpmn.checks.elements import bpmn_children, child_named, content, is_event_subprocess
+from bpmn.expressions import translate
 from bpmn.issues import Issues, local_name
-from bpmn.profile import CAMUNDA_NS
+from bpmn.profile import BPMN_NS, CAMUNDA_NS, ZEEBE_NS
 
 _MI_CHILDREN = frozenset({"documentation", "extensionElements", "loopCardinality", "loopDataInputRef",
                           "loopDataOutputRef", "inputDataItem", "outputDataItem", "completionCondition"})
@@ -24,6 +25,13 @@ _STANDARD_CHILDREN = frozenset({"documentation", "extensionElements", "loopCondi
 
 def camunda(attribute: str) -> str:
     return f"{{{CAMUNDA_NS}}}{attribute}"
+
+
+def zeebe_loop(loop: etree._Element) -> dict[str, str]:
+    """Camunda 8's ``zeebe:loopCharacteristics`` attributes of a multi-instance (inputCollection,
+    inputElement, outputCollection, outputElement), or an empty dict."""
+    found = loop.find(f"./{{{BPMN_NS}}}extensionElements/{{{ZEEBE_NS}}}loopCharacteristics")
+    return dict(found.attrib) if found is not None else {}
 
 
 def check_loops(container: etree._Element, issues: Issues) -> None:
@@ -67,7 +75,10 @@ def _check_multi_instance(element, loop, issues: Issues) -> None:
         issues.add(element, "multiInstanceLoopCharacteristics isSequential must be true or false.", at=loop)
     cardinality = child_named(loop, "loopCardinality")
     data_input = child_named(loop, "loopDataInputRef")
+    zeebe = zeebe_loop(loop)
     collection = loop.get(camunda("collection"))
+    if collection is None:
+        collection = zeebe.get("inputCollection")
     sources = [s for s in (cardinality, data_input, collection) if s is not None]
     if not sources:
         issues.add(element, "multiInstanceLoopCharacteristics needs a loopCardinality or a collection "
@@ -81,7 +92,13 @@ def _check_multi_instance(element, loop, issues: Issues) -> None:
         if node is not None:
             _check_variable(element, what, (node.text or "").strip(), node, issues)
     if collection is not None:
-        _check_variable(element, "camunda:collection", collection.strip(), loop, issues)
+        what = "camunda:collection" if loop.get(camunda("collection")) is not None else "zeebe:inputCollection"
+        _check_variable(element, what, collection.strip(), loop, issues)
+    for attribute in ("inputElement", "outputCollection", "outputElement"):
+        if zeebe.get(attribute) is not None:
+            _check_variable(element, f"zeebe:{attribute}", zeebe[attribute].strip(), loop, issues)
+    if ("outputCollection" in zeebe) != ("outputElement" in zeebe):
+        issues.add(element, "zeebe:loopCharacteristics needs outputCollection and outputElement together.", at=loop)
     for what in ("inputDataItem", "outputDataItem"):
         item = child_named(loop, what)
         if item is not None:
@@ -115,8 +132,18 @@ def _check_count(element, node, what: str, raw: str, issues: Issues) -> None:
 
 
 def _check_variable(element, what: str, name: str, node, issues: Issues) -> None:
-    if name.startswith(("${", "#{")):
-        issues.add(element, f"{what} '{name}' is a JUEL expression; write the variable's name, such as items.",
-                   at=node)
+    if name.startswith(("${", "#{", "=")):
+        variable = collection_variable(name)
+        if variable is None:
+            issues.add(element, f"{what} '{name}' must name one variable, such as ${{items}} or items; "
+                                "a computed collection is not supported (compute it in a scriptTask first).",
+                       at=node)
     elif not name.isidentifier() or name.startswith("__"):
         issues.add(element, f"{what} '{name}' must be a variable name, such as items.", at=node)
+
+
+def collection_variable(text: str) -> str | None:
+    """The variable a collection names: ``items``, JUEL ``${items}`` or FEEL ``= items``; else None."""
+    translation = translate(text)
+    python = translation.python
+    return python if python is not None and python.isidentifier() and not python.startswith("__") else None

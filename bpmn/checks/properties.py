@@ -5,7 +5,7 @@ from lxml import etree
 
 from bpmn import profile
 from bpmn import allowlist
-from bpmn.allowlist import KNOWN_OPERATORS, TRIGGERS
+from bpmn.allowlist import KNOWN_OPERATORS, TRIGGERS, UNDELIVERED
 from bpmn.checks.elements import content
 from bpmn.checks.operators import check_ai_chat, check_http, check_send_message
 from bpmn.issues import Issues, local_name
@@ -44,7 +44,16 @@ def _check_start_event(element, properties: dict, issues: Issues) -> None:
                             "(the channel's config id or name).")
 
 
+def _check_undelivered(element, properties: dict, issues: Issues) -> None:
+    """What becomes of a thrown message that no instance waits for and no process starts with."""
+    policy = properties.get("undelivered")
+    if policy is not None and policy.strip() not in UNDELIVERED:
+        issues.add(element, f"{local_name(element)} undelivered '{policy}' must be fail (the default: the "
+                            "instance fails at this element) or drop (the message is dropped).")
+
+
 def _check_end_event(element, properties: dict, issues: Issues) -> None:
+    _check_undelivered(element, properties, issues)
     raw = properties.get("output_keys")
     if raw is None or not raw.strip():
         return  # no list: process.status returns every variable
@@ -56,8 +65,8 @@ def _check_end_event(element, properties: dict, issues: Issues) -> None:
 def _check_service_task(element, properties: dict, issues: Issues) -> None:
     operator = properties.get("operator")
     if not operator:
-        issues.add(element, f"serviceTask needs an 'operator' property ({_OPERATOR_LIST}).")
-    elif operator not in KNOWN_OPERATORS:
+        return  # an external task (bpmn.external); bpmn.checks.camunda checks its topic
+    if operator not in KNOWN_OPERATORS:
         issues.add(element, f"serviceTask operator '{operator}' is unknown; use {_OPERATOR_LIST}.")
     elif operator not in allowlist.ENABLED_OPERATORS:  # read at call time: tests flip it
         issues.add(element, f"serviceTask with operator = {operator} is not supported yet.")
@@ -97,6 +106,8 @@ def _check_human_task(element, properties: dict, issues: Issues) -> None:
 _BY_TAG = {
     "startEvent": _check_start_event,
     "endEvent": _check_end_event,
+    "intermediateThrowEvent": _check_undelivered,
+    "sendTask": _check_undelivered,
     "serviceTask": _check_service_task,
     "userTask": _check_human_task,
     "manualTask": _check_human_task,

@@ -216,6 +216,12 @@ def _find_by_reference(tenant_id: int, reference: str) -> Channel | None:
     return db.session.execute(query.where(Channel.name == reference)).scalar_one_or_none()
 
 
+def bound_start_event(definition: Definition, channel: Channel) -> str | None:
+    """The start event of ``definition`` that a message on ``channel`` begins at."""
+    return next((start["element_id"] for start in definition.start_events or []
+                 if start.get("trigger") == channel.type and start.get("config_id") == channel.id), None)
+
+
 def bound_definition(channel: Channel) -> Definition | None:
     """The definition a message on ``channel`` starts: of the latest version of every code, the one
     deployed last whose start event is bound to this channel.

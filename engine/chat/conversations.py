@@ -146,7 +146,7 @@ def _open(channel: Channel, arrival: Arrival, now) -> Conversation:
     db.session.flush()  # the partial unique index refuses a second active conversation of the chat here
     conversation.instance_id = writes.create_instance(
         writes.SessionExecutor(), channel.tenant_id, definition.id, _variables(channel, conversation, arrival),
-        START)
+        START, {"start_event": channel_configs.bound_start_event(definition, channel)})
     return conversation
 
 

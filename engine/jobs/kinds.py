@@ -2,7 +2,8 @@
 
 Instance jobs (their instance's jobs run one at a time, in order) are handled by the runner;
 the others by their own handlers: ``timer_start`` (runtime.timer_starts), ``operator``
-(outbound.http_tasks), ``deliver`` (outbound.delivery), ``ai_turn`` (chat.ai_dialogs).
+(outbound.http_tasks), ``deliver`` (outbound.delivery), ``ai_turn`` (chat.ai_dialogs), ``thrown``
+(runtime.routing).
 """
 from __future__ import annotations
 
@@ -15,13 +16,17 @@ COMPLETE_TASK = "complete_task"      # a human task was completed
 OPERATOR_RESULT = "operator_result"  # an HTTP task's answer (or failure) comes back
 CHAT_MESSAGE = "chat_message"        # a customer's message for the instance (also a BPMN message name)
 AI_RESULT = "ai_result"              # an AI chat step ended
-INSTANCE_KINDS = (START, TIMER, MESSAGE, RETRY, COMPLETE_TASK, OPERATOR_RESULT, CHAT_MESSAGE, AI_RESULT)
+EXTERNAL_RESULT = "external_result"  # a worker completed an external task, failed it for good or threw a BPMN error
+SIGNAL = "signal"                    # a broadcast signal for an instance that waits for it
+INSTANCE_KINDS = (START, TIMER, MESSAGE, RETRY, COMPLETE_TASK, OPERATOR_RESULT, CHAT_MESSAGE, AI_RESULT,
+                  EXTERNAL_RESULT, SIGNAL)
 
 # Other jobs.
 TIMER_START = "timer_start"          # a timer start event of a definition is due
 OPERATOR = "operator"                # an HTTP task calls out
 DELIVER = "deliver"                  # a signed outbound delivery (chat answer, CRM event)
 AI_TURN = "ai_turn"                  # an AI dialog answers the customer's pending messages
+THROWN = "thrown"                    # the messages and signals one advance threw, for other instances
 
 # Kinds that wait on another server: run by call threads, so a slow model or receiver never
 # holds up the engine threads (timers, starts, other chats).

@@ -4,6 +4,8 @@
   at a minute; the worker gives up after a few attempts (``MAX_ATTEMPTS``).
 * ``http_task_delay``: an HTTP service task whose call failed in a retryable way: growing delays
   from ``BATON_HTTP_RETRY_BASE_S`` (base, 4x, 16x ... capped at 10 min).
+* ``external_retry_at``: an external task whose worker reported a failure with retries left is
+  fetchable again after the worker's ``retry_timeout_ms`` (at most a week).
 * ``DeliverySchedule``: a signed delivery the receiver did not take: about 5 s, 30 s, 2 min,
   10 min, 1 h, then hourly while within 24 h of the round's start (docs/api.md, "Outbound deliveries").
   A messenger that asks to wait (a rate limit) is waited for without moving on the schedule, still
@@ -22,6 +24,14 @@ HTTP_TASK_DELAY_CAP_S = 600.0
 DELIVERY_DELAYS_S = (5.0, 30.0, 120.0, 600.0, 3600.0)   # after the 1st, 2nd, ... failed attempt
 DELIVERY_HOURLY_S = 3600.0                              # after that, until the window ends
 DELIVERY_WINDOW_S = 24 * 3600.0
+
+
+EXTERNAL_RETRY_MAX_MS = 7 * 24 * 3600 * 1000
+
+
+def external_retry_at(now: datetime, retry_timeout_ms: int) -> datetime:
+    """When an external task a worker failed (with retries left) may be fetched again."""
+    return now + timedelta(milliseconds=min(max(retry_timeout_ms, 0), EXTERNAL_RETRY_MAX_MS))
 
 
 def job_backoff(attempts: int) -> float:

@@ -1,14 +1,16 @@
-"""Who to wake when jobs become ready in this process: the worker pools and worker processes.
+"""Who to wake when jobs become ready in this process: the worker pools and worker processes, and
+the long polls of external task workers (``LongPoll``).
 
 ``create_app`` makes one ``Wakers`` per app; pools add themselves when they start. It is called
 after each commit that made jobs ready (``engine.store``), with how many of each kind.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections import Counter
-from typing import Callable
+from typing import Callable, Iterator
 
 log = logging.getLogger("baton.wakers")
 
@@ -35,3 +37,47 @@ class Wakers:
                 waker(ready)
             except Exception:  # the jobs are committed; a worker finds them at its next look
                 log.exception("waking workers failed")
+
+
+# Not a job kind: counted as "made ready" by a commit that opened external tasks, so that long
+# polls (``external.fetch_and_lock``) of this process look again at once. Worker pools ignore it.
+EXTERNAL_TASKS = "external_tasks"
+
+
+class LongPoll:
+    """Lets a request wait, with no transaction open, until a commit of this process opens
+    external tasks (it is one of the ``Wakers``) or a short poll interval passes (commits of other
+    processes, expired locks, retry times); at most ``limit`` requests wait at once, so long polls
+    never take every HTTP thread."""
+
+    def __init__(self, limit: int, poll_s: float = 1.0) -> None:
+        self.poll_s = poll_s
+        self._cond = threading.Condition()
+        self._generation = 0
+        self._slots = threading.BoundedSemaphore(max(1, limit))
+
+    def __call__(self, ready: Counter) -> None:
+        if EXTERNAL_TASKS in ready:
+            with self._cond:
+                self._generation += 1
+                self._cond.notify_all()
+
+    def generation(self) -> int:
+        with self._cond:
+            return self._generation
+
+    def wait(self, seen: int, seconds: float) -> None:
+        """Until the generation moves past ``seen`` or ``min(seconds, poll_s)`` pass."""
+        with self._cond:
+            if self._generation == seen:
+                self._cond.wait(max(0.0, min(seconds, self.poll_s)))
+
+    @contextlib.contextmanager
+    def slot(self) -> Iterator[bool]:
+        """True while this request may wait; False when ``limit`` others already do."""
+        acquired = self._slots.acquire(blocking=False)
+        try:
+            yield acquired
+        finally:
+            if acquired:
+                self._slots.release()

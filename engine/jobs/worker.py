@@ -80,7 +80,9 @@ class WorkerPool:
         """Wake threads for ``ready`` jobs (per kind; None: wake every thread): one waiting thread
         per job of its kinds."""
         if ready is not None:
-            count = sum(n for kind, n in ready.items() if self.kinds is None or self.kinds.runs(kind))
+            # Kinds without a handler (a long poll's signal, EXTERNAL_TASKS) are not work for a pool.
+            count = sum(n for kind, n in ready.items() if (kind is None or kind in self.handlers)
+                        and (self.kinds is None or self.kinds.runs(kind)))
             if not count:
                 return
         with self._cond:

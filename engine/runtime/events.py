@@ -14,9 +14,9 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.exceptions import TaskNotFoundException, WorkflowException
 from SpiffWorkflow.util.task import TaskState
 
-from bpmn import message_event
+from bpmn import complete_external_task, is_external_task, message_event, signal_event, start_at, throw_bpmn_error
 from engine.chat.ai_dialogs import is_ai_chat
-from engine.errors import OperatorError
+from engine.errors import ExternalTaskError, OperatorError
 from engine.jobs import kinds
 from engine.outbound.http_tasks import DISPATCHED, FAILED
 from engine.runtime.human_tasks import is_human
@@ -37,17 +37,25 @@ class Events:
             kinds.START: self.start, kinds.TIMER: _nothing, kinds.MESSAGE: _message, kinds.RETRY: self.retry,
             kinds.COMPLETE_TASK: _task_completion, kinds.OPERATOR_RESULT: _operator_result,
             kinds.CHAT_MESSAGE: _chat_message, kinds.AI_RESULT: _ai_result,
+            kinds.EXTERNAL_RESULT: _external_result, kinds.SIGNAL: _signal,
         }
 
     def apply(self, kind: str, workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow:
         return self.by_kind[kind](workflow, payload)
 
     def start(self, workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow:
+        """A new workflow, begun at the start event its trigger names (``start_event``; none: the
+        only one); a message or signal that started it (``trigger``) is delivered to that event."""
         if workflow is not None:  # already started: a replayed start job changes nothing
             return workflow
         workflow = workflows.new_workflow(payload["_specs"], self.script_engine)
-        start = workflow.get_next_task(state=TaskState.READY)
-        start.data.update(payload.get("variables") or {})
+        workflow.get_next_task(state=TaskState.READY).data.update(payload.get("variables") or {})
+        if payload.get("start_event"):
+            start_at(workflow, payload["start_event"])
+        trigger = payload.get("trigger")
+        if trigger:
+            workflow.do_engine_steps()  # to the start event, which waits for its message or signal
+            workflow.send_event(event_of(trigger))
         return workflow
 
     def retry(self, workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow:
@@ -78,12 +86,30 @@ def _task_completion(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> 
     return workflow
 
 
+def event_of(trigger: dict[str, Any]):
+    """The BPMN event of a delivered message or signal (``{kind, name, variables, correlation}``)."""
+    if trigger["kind"] == "signal":
+        return signal_event(trigger["name"], trigger.get("variables"))
+    return message_event(trigger["name"], trigger.get("variables"), trigger.get("correlation"))
+
+
 def _message(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow | None:
-    """Deliver a named message, with its variables, to whatever waits for it."""
+    """Deliver a named message, with its variables (and correlation values), to whatever waits for it."""
     try:
-        workflow.send_event(message_event(payload["message"], payload.get("variables") or {}))
+        workflow.send_event(message_event(payload["message"], payload.get("variables") or {},
+                                          payload.get("correlation")))
     except WorkflowException:  # it stopped waiting between process.message and now
         log.warning("message %r arrived when nothing waited for it any more", payload["message"])
+    return workflow
+
+
+def _signal(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow | None:
+    """A broadcast signal: to whatever waits for it; nothing waiting any more is no error (a signal
+    reaches whoever listens when it is broadcast)."""
+    try:
+        workflow.send_event(signal_event(payload["signal"], payload.get("variables") or {}))
+    except WorkflowException:
+        log.info("signal %r arrived when nothing waited for it any more", payload["signal"])
     return workflow
 
 
@@ -122,6 +148,28 @@ def _operator_result(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> 
         task.data[variable] = payload.get("result")
     task.internal_data.pop(DISPATCHED, None)
     task.run()
+    return workflow
+
+
+def _external_result(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow | None:
+    """What a worker reported for an external task: its variables and on; a BPMN error to the
+    task's error boundary event (none catching it fails the instance there); a failure with no
+    retries left fails the instance there. A task that no longer waits is left alone."""
+    task = find_task(workflow, payload["spiff_task_id"])
+    if task is None or task.state != TaskState.STARTED or not is_external_task(task.task_spec):
+        return workflow
+    element_id = task.task_spec.bpmn_id
+    if payload["outcome"] == "complete":
+        complete_external_task(task, payload.get("variables") or {})
+    elif payload["outcome"] == "bpmn_error":
+        code, message = payload["error_code"], payload.get("message")
+        if not throw_bpmn_error(task, code, message, payload.get("variables")):
+            said = f": {message}" if message else "."
+            raise ExternalTaskError(f"The worker reported the BPMN error '{code}' at '{element_id}', and no error "
+                                    f"boundary event of the task catches it{said}", data={"element_id": element_id})
+    else:
+        raise ExternalTaskError(f"The external task '{element_id}' (topic '{payload.get('topic')}') failed with no "
+                                f"retries left: {payload.get('message')}", data={"element_id": element_id})
     return workflow
 
 

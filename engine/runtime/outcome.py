@@ -8,13 +8,14 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from SpiffWorkflow.bpmn.specs.event_definitions.item_aware_event import SignalEventDefinition
 from SpiffWorkflow.bpmn.specs.event_definitions.message import MessageEventDefinition
 from SpiffWorkflow.bpmn.specs.event_definitions.timer import TimerEventDefinition
 from SpiffWorkflow.bpmn.specs.mixins.events.end_event import EndEvent
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 
-from bpmn import all_task_specs
+from bpmn import all_task_specs, awaited_correlation, is_external_task
 from engine.store import workflows
 from engine.store.db import iso
 
@@ -32,6 +33,7 @@ class Outcome:
     next_timer_at: datetime | None = None  # naive UTC, like every timestamp in the database
     workflow: BpmnWorkflow | None = None
     dispatch: list[dict[str, Any]] = field(default_factory=list)  # operator tasks to hand to jobs
+    thrown: list[dict[str, Any]] = field(default_factory=list)    # messages and signals for other instances
 
 
 def summarize(workflow: BpmnWorkflow, error: dict[str, Any] | None) -> Outcome:
@@ -58,14 +60,21 @@ def _waiting(workflow: BpmnWorkflow) -> tuple[list[dict[str, Any]], datetime | N
             continue  # engine tasks about to run are not "waiting"; hidden specs have no bpmn id
         entry: dict[str, Any] = {"element_id": spec.bpmn_id, "kind": kind_of(spec)}
         if task.state == TaskState.WAITING:
-            messages, due = _events_awaited(task)
-            if messages:
-                entry["message"] = messages[0]
-                if len(messages) > 1:
-                    entry["messages"] = messages
+            messages, signals, due = _events_awaited(task)
+            for word, names in (("message", messages), ("signal", signals)):
+                if names:
+                    entry[word] = names[0]
+                    if len(names) > 1:
+                        entry[f"{word}s"] = names
+            correlation = awaited_correlation(task) if messages else {}
+            if correlation:
+                entry["correlation"] = correlation
             if due is not None:
                 entry["due_at"] = iso(due)
                 due_times.append(due)
+        elif is_external_task(spec):  # a worker's: the element it is and the topic workers fetch
+            entry["kind"] = spec.extensions["external"].get("element", "serviceTask")
+            entry["topic"] = spec.extensions["external"]["topic"]
         operator = spec.extensions.get("operator") if spec.manual else None
         if operator:
             entry["operator"] = operator
@@ -73,16 +82,18 @@ def _waiting(workflow: BpmnWorkflow) -> tuple[list[dict[str, Any]], datetime | N
     return waiting, min(due_times, default=None)
 
 
-def _events_awaited(task) -> tuple[list[str], datetime | None]:
-    """Message names and timer due time a waiting task is waiting for (an event-based gateway waits
-    for several: its definition is a MultipleEventDefinition, its timer value in internal data)."""
+def _events_awaited(task) -> tuple[list[str], list[str], datetime | None]:
+    """Message names, signal names and timer due time a waiting task is waiting for (an event-based
+    gateway waits for several: its definition is a MultipleEventDefinition, its timer value in
+    internal data)."""
     definition = getattr(task.task_spec, "event_definition", None)
     if definition is None:
-        return [], None
+        return [], [], None
     parts = getattr(definition, "event_definitions", None) or [definition]
     messages = [d.name for d in parts if isinstance(d, MessageEventDefinition)]
+    signals = [d.name for d in parts if isinstance(d, SignalEventDefinition)]
     has_timer = any(isinstance(d, TimerEventDefinition) for d in parts)
-    return messages, timer_due_at(task) if has_timer else None
+    return messages, signals, timer_due_at(task) if has_timer else None
 
 
 def timer_due_at(task) -> datetime | None:

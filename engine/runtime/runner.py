@@ -20,7 +20,7 @@ from engine.chat import ai_dialogs
 from engine.chat import outbox as chat_outbox
 from engine.errors import CallActivityError
 from engine.jobs import kinds
-from engine.runtime import human_tasks, stepping
+from engine.runtime import external_tasks, human_tasks, stepping, subscriptions
 from engine.runtime.events import Events
 from engine.runtime.outcome import Outcome
 from engine.store import workflows, writes
@@ -72,7 +72,7 @@ class Runner:
         # The row the claim read (no read transaction of its own), else a fresh read.
         row = job.instance_row or self._load(job)
         if row is None or row.status != "running":
-            self._drop(job, worker_id)
+            self._drop(job, worker_id, row)
             return
         try:
             specs, pinned = self.specs.resolve(row.tenant_id, row.definition_id, row.called_definitions)
@@ -84,7 +84,7 @@ class Runner:
             # A talking process reads its conversation and its row in one transaction.
             row = self._load(job)
             if row is None or row.status != "running":
-                self._drop(job, worker_id)
+                self._drop(job, worker_id, row)
                 return
         db.session.rollback()  # no transaction (nor SQLite write lock) while the engine runs
 
@@ -152,6 +152,15 @@ class Runner:
         for work in outcome.dispatch:
             found.append(lambda work=work: jobs.enqueue(job.tenant_id, kinds.OPERATOR,
                                                         payload={"instance_id": job.instance_id, **work}))
+        if external_tasks.may_have_external_tasks(specs):
+            found.append(lambda: external_tasks.sync(row.tenant_id, job.instance_id, row.definition_id,
+                                                     outcome.workflow if running else None))
+        waiting_for = outcome.waiting_for if running else []
+        if subscriptions.changed(row.waiting_for, waiting_for):
+            found.append(lambda: subscriptions.sync(row.tenant_id, job.instance_id, waiting_for))
+        if outcome.thrown:  # delivered by a job of their own, committed with the state that threw them
+            found.append(lambda: jobs.enqueue(job.tenant_id, kinds.THROWN, payload={
+                "instance_id": job.instance_id, "events": outcome.thrown}))
         return found
 
     # -- failing -------------------------------------------------------------------------------
@@ -182,7 +191,12 @@ class Runner:
             jobs.finish(job, worker_id)
         db.session.commit()
 
-    def _drop(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        """The instance ended (or was cancelled) before this job ran: the job has nothing to do."""
-        jobs.finish(job, worker_id)
+    def _drop(self, job: jobs.ClaimedJob, worker_id: str, row) -> None:
+        """The instance ended (or was cancelled) before this job ran: the job has nothing to do.
+        A worker's report for an instance that failed meanwhile is kept for ``process.retry``: its
+        external-task row is already completed, so nothing else would ever bring it back."""
+        if row is not None and row.status == "failed" and job.kind == kinds.EXTERNAL_RESULT:
+            jobs.hold(job, worker_id, "held: its instance failed; process.retry applies it")
+        else:
+            jobs.finish(job, worker_id)
         db.session.commit()

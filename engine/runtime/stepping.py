@@ -15,9 +15,10 @@ from SpiffWorkflow.bpmn.specs.event_definitions.item_aware_event import ErrorEve
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.exceptions import SpiffWorkflowException
 
+from bpmn import thrown_events
 from engine.chat import ai_dialogs
 from engine.chat.outbox import Outbox
-from engine.errors import GuardrailError, OperatorError, ScriptError
+from engine.errors import ExternalTaskError, GuardrailError, OperatorError, ScriptError
 from engine.outbound.http_tasks import operator_tasks_to_dispatch
 from engine.runtime.outcome import Outcome, summarize
 from engine.sandbox import script_error_of
@@ -59,26 +60,30 @@ def run(loaded: BpmnWorkflow | None, apply: Callable[[], BpmnWorkflow], outbox: 
             workflow.do_engine_steps(will_complete_task=guard)
         if outbox is not None and outbox.has_ai_steps:
             outbox.dialogs = ai_dialogs.ready_dialogs(workflow, outbox.conversation, outbox.sandbox)
-        error = _uncaught_error(workflow)
     except GuardrailError as exc:
         task = exc.data.pop("task")
         error = {"message": exc.message, "element_id": task.task_spec.bpmn_id}
-    except OperatorError as exc:
+    except (OperatorError, ExternalTaskError) as exc:
         error = {"message": exc.message, "element_id": exc.data.get("element_id")}
     except (SpiffWorkflowException, ScriptError) as exc:
         error = describe_failure(exc)
     if workflow is None:  # the very first step failed: nothing to save yet, let the worker retry
         raise RuntimeError(f"could not start the workflow: {error}")
+    # What the instance threw for others (kept however the advance ended: a throw that happened
+    # before a failure happened), and a BPMN error nothing caught.
+    events = workflow.get_events()
+    error = error or _uncaught_error(events)
     dispatch = operator_tasks_to_dispatch(workflow) if error is None else []
     outcome = summarize(workflow, error)
     outcome.dispatch = dispatch
+    outcome.thrown = thrown_events(events)
     return outcome
 
 
-def _uncaught_error(workflow: BpmnWorkflow) -> dict[str, Any] | None:
+def _uncaught_error(events: list) -> dict[str, Any] | None:
     """A BPMN error that no boundary or event subprocess caught fails the instance (as an incident
     would in Camunda) instead of letting the flow continue as if nothing happened."""
-    for event in workflow.get_events():
+    for event in events:
         if isinstance(event.event_definition, ErrorEventDefinition):
             name = event.event_definition.code or event.event_definition.name
             return {"message": f"The BPMN error '{name}' was thrown and nothing caught it.", "element_id": None}

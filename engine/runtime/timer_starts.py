@@ -16,6 +16,7 @@ from typing import Any
 from SpiffWorkflow.bpmn.specs.event_definitions.timer import TimerEventDefinition
 from sqlalchemy import delete, select
 
+from bpmn import cron_next_after
 from engine import jobs
 from engine.jobs.kinds import START, TIMER_START
 from engine.store import workflows, writes
@@ -43,6 +44,11 @@ def first_run(kind: str, expression: str) -> tuple[datetime, int, float]:
     if not isinstance(value, str):
         raise ValueError("A timer start event's value must be text such as PT5M or 2026-12-01T10:00:00Z.")
     now = datetime.now(timezone.utc)
+    if kind == "cron":  # a Camunda cron cycle: repeats for as long as the definition is the latest
+        due = cron_next_after(value, now)
+        if due is None:
+            raise ValueError(f"The cron timeCycle '{value}' never fires again.")
+        return _naive_utc(due), -1, 0.0
     if kind == "timeDate":
         return _naive_utc(TimerEventDefinition.get_datetime(value)), 1, 0.0
     if kind == "timeDuration":
@@ -69,7 +75,8 @@ def schedule(definition: Definition, timer_starts: list) -> None:
             continue
         jobs.enqueue(definition.tenant_id, TIMER_START, run_at=due, payload={
             "definition_id": definition.id, "code": definition.code, "element_id": timer.element_id,
-            "runs_left": runs, "interval_s": interval, "due": due.isoformat()})
+            "runs_left": runs, "interval_s": interval, "due": due.isoformat(),
+            **({"cron": ast.literal_eval(timer.expression)} if timer.kind == "cron" else {})})
     if errors:
         raise BpmnValidationError(errors)
 
@@ -81,7 +88,8 @@ class TimerStartRunner:
         payload: dict[str, Any] = job.payload
         if workflows.latest_definition_id(job.tenant_id, payload["code"], missing=None) == payload["definition_id"]:
             # The parser made the timer start a plain start event: the new instance runs at once.
-            writes.create_instance(writes.SessionExecutor(), job.tenant_id, payload["definition_id"], {}, START)
+            writes.create_instance(writes.SessionExecutor(), job.tenant_id, payload["definition_id"], {}, START,
+                                   {"start_event": payload["element_id"]})
             _schedule_next(job.tenant_id, payload)
         jobs.finish(job, worker_id)
         db.session.commit()
@@ -97,6 +105,12 @@ class TimerStartRunner:
 
 def _schedule_next(tenant_id: int, payload: dict[str, Any]) -> None:
     """A cycle's next run, from the previous due time (no drift); nothing after the last one."""
+    if payload.get("cron"):
+        due = cron_next_after(payload["cron"], datetime.fromisoformat(payload["due"]).replace(tzinfo=timezone.utc))
+        if due is not None:
+            due = _naive_utc(due)
+            jobs.enqueue(tenant_id, TIMER_START, run_at=max(due, utcnow()), payload={**payload, "due": due.isoformat()})
+        return
     if payload["runs_left"] > 1:
         due = datetime.fromisoformat(payload["due"]) + timedelta(seconds=payload["interval_s"])
         jobs.enqueue(tenant_id, TIMER_START, run_at=max(due, utcnow()), payload={

@@ -44,6 +44,7 @@ class Definition(db.Model):
     name: Mapped[str | None] = mapped_column(String(255))
     # Large and rarely needed: loaded only when read (a webhook start needs neither).
     bpmn_xml: Mapped[str] = mapped_column(Text, deferred=True)
+    dmn_xml: Mapped[list[str] | None] = mapped_column(JSON, deferred=True)  # the DMN files deployed with it
     spec_json: Mapped[str] = mapped_column(Text, deferred=True)
     start_events: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
@@ -188,10 +189,12 @@ class Delivery(db.Model):
     receipt: Mapped[str | None] = mapped_column(String(16))
 
 
-# The chat tables live in their own module; importing them here registers them with the metadata.
+# The chat tables and the tables of what instances wait for live in their own modules; importing
+# them here registers them with the metadata, and every table is importable from here.
 from engine.store.chat_models import (AiDialog, AiKnowledge, Channel, Conversation, InboundReceipt,  # noqa: E402
                                       Message, UnreachableChat)
+from engine.store.waiting_models import EventSubscription, ExternalTask  # noqa: E402
 
 __all__ = ["AiDialog", "AiKnowledge", "ApiKey", "Channel", "Conversation", "Definition", "Delivery",
-           "IdempotencyRecord", "InboundReceipt", "Instance", "Job", "Message", "Task", "Tenant",
-           "UnreachableChat", "WebhookRoute"]
+           "EventSubscription", "ExternalTask", "IdempotencyRecord", "InboundReceipt", "Instance", "Job",
+           "Message", "Task", "Tenant", "UnreachableChat", "WebhookRoute"]

@@ -158,11 +158,12 @@ def add_job(executor: Executor, tenant_id: int, kind: str, *, instance_id: int |
 
 
 def create_instance(executor: Executor, tenant_id: int, definition_id: int, variables: dict[str, Any],
-                    start_kind: str) -> int:
-    """A running instance and its start job (``start_kind``, the runner's first event); its id."""
+                    start_kind: str, start: dict[str, Any] | None = None) -> int:
+    """A running instance and its start job (``start_kind``, the runner's first event); its id.
+    ``start``: where it begins (``start_event``) and what triggered it (``trigger``), for the runner."""
     [(instance_id,)] = executor.rows(_INSERT_INSTANCE, {"tenant_id": tenant_id, "definition_id": definition_id,
                                                         "variables": variables})
-    add_job(executor, tenant_id, start_kind, instance_id=instance_id, payload={"variables": variables})
+    add_job(executor, tenant_id, start_kind, instance_id=instance_id, payload={"variables": variables, **(start or {})})
     return instance_id
 
 

@@ -169,7 +169,7 @@ def test_deploy_binds_a_webchat_start_event_by_name_or_by_config_id(api, channel
     assert by_id["channels"] == by_name["channels"] and by_id["webhooks"] == []
     [start] = api.call("definition.get", definition_id=by_id["definition_id"])["start_events"]
     assert start == {"element_id": "chat_start", "trigger": "webchat", "channel": str(channel["config_id"]),
-                     "config_id": channel["config_id"]}
+                     "config_id": channel["config_id"], "default": True}
 
 
 def test_deploy_refuses_a_channel_of_another_tenant_or_of_another_type(api, other_api, unique_code):

@@ -150,7 +150,6 @@ def test_elements_that_cannot_run_are_refused_with_id_and_line():
         ("sub", 26, "A subProcess needs an end event."),
         ("each", 31, "multiInstanceLoopCharacteristics needs a loopCardinality or a collection "
                      "(loopDataInputRef, Camunda: Collection) to repeat over."),
-        ("notify", 34, "sendTask is not supported yet."),
     }
 
 

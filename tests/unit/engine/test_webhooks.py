@@ -37,7 +37,8 @@ def test_a_call_starts_the_latest_version_with_its_start_job(route):
     answer = _accept(webhook_id, {"amount": 5})
     assert answer == {"instance_id": answer["instance_id"], "status": "running", "definition_id": definition_id}
     job = db.session.execute(select(Job).where(Job.instance_id == answer["instance_id"])).scalar_one()
-    assert (job.kind, job.payload, job.tenant_id) == ("start", {"variables": {"amount": 5}}, tenant_id)
+    assert (job.kind, job.payload, job.tenant_id) == ("start", {"variables": {"amount": 5}, "start_event": "paid"},
+                                                      tenant_id)
     db.session.rollback()
 
 

@@ -45,7 +45,9 @@ def test_process_retry_queues_the_held_job_again_after_the_retry_with_its_payloa
     instances.retry(tenant_id, instance_id, {"note": "fixed"})
 
     [first] = jobs.claim(WORKER, 30, limit=10)  # one job of an instance at a time, in order
-    assert (first.kind, first.payload) == (RETRY, {"variables": {"note": "fixed"}})
+    # It never saved: the retry begins it again at the start event its held start job names.
+    assert (first.kind, first.payload) == (RETRY, {"variables": {"note": "fixed"},
+                                                   "start_event": job.payload["start_event"]})
     jobs.finish(first, WORKER)
     db.session.commit()
     [second] = jobs.claim(WORKER, 30, limit=10)

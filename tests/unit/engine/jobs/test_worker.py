@@ -111,3 +111,17 @@ def test_a_failed_attempt_is_given_back_with_the_policys_delay(pool_for):
     assert given_back and handler.handled == [(job_id, 1)]
     # Due again after the policy's delay for a first failed attempt (2 s), not at once.
     assert 1.0 < (run_at - now).total_seconds() <= job_backoff(1)
+
+
+def test_a_pool_is_not_woken_for_kinds_it_has_no_handler_for():
+    """A long poll's signal (``EXTERNAL_TASKS``) counts as made ready at commit, and reaches every
+    waker; a pool must not spend an empty claim (a write transaction on SQLite) on it."""
+    from collections import Counter
+
+    from engine.jobs.wakers import EXTERNAL_TASKS
+
+    pool = WorkerPool(None, {KIND: Recorder()}, wakers=Wakers(), threads=1, lease_seconds=30, poll_seconds=30)
+    pool.wake(Counter({EXTERNAL_TASKS: 1}))
+    assert pool._signal == 0
+    pool.wake(Counter({KIND: 1, EXTERNAL_TASKS: 1}))
+    assert pool._signal == 1
