@@ -121,7 +121,7 @@ class Runner:
             log.info("instance %s changed under job %s; trying again", advance.job.instance_id, advance.job.id)
             jobs.release(advance.job, advance.worker_id)
             return
-        _count_saved(advance.row, advance.outcome.status)
+        _report_saved(advance.job.instance_id, advance.row, advance.outcome)
 
     @staticmethod
     def _save_instance_and_job(executor: writes.Executor, advance: _Advance) -> None:
@@ -212,11 +212,15 @@ class Runner:
         db.session.commit()
 
 
-def _count_saved(row, status: str) -> None:
-    """The metrics of a saved advance: an instance's first save starts it, a final status ends it."""
+def _report_saved(instance_id: int, row, outcome: Outcome) -> None:
+    """Metrics and log of a saved advance: an instance's first save starts it, a final status ends it."""
+    status = outcome.status
     if row.state is None or status != "running":
         code = workflows.definition_code(row.definition_id)
         if row.state is None:
             metrics.INSTANCES_STARTED.labels(code).inc()
         if status != "running":
             metrics.INSTANCES_ENDED.labels(code, status).inc()
+            # Where, never the message: a script's error may quote the instance's variables.
+            log.info("instance %s of %s %s%s", instance_id, code, status,
+                     f" at {outcome.error.get('element_id')}" if outcome.error else "")

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from engine.telemetry import metrics, metrics_dir
