@@ -41,15 +41,15 @@ def burst(send, count: int) -> list[requests.Response]:
     raise AssertionError("could not send the burst within one second")
 
 
-def rpc(server, key):
-    return lambda: requests.post(server.base_url + "/v1/rpc", headers={"X-API-Key": key}, timeout=10,
+def rpc(base_url: str, key: str):
+    return lambda: requests.post(base_url + "/v1/rpc", headers={"X-API-Key": key}, timeout=10,
                                  json={"jsonrpc": "2.0", "method": "process.list", "id": 7})
 
 
 def test_a_key_over_its_rate_gets_429_in_json_rpc_shape_with_retry_after(limited):
     key = limited.create_tenant("rate-key")
     before = scrape(limited.base_url)
-    answers = burst(rpc(limited, key), PER_KEY + 3)
+    answers = burst(rpc(limited.base_url, key), PER_KEY + 3)
     assert [a.status_code for a in answers] == [200] * PER_KEY + [429] * 3
     refused = answers[-1]
     assert refused.headers["Retry-After"] == "1"
@@ -57,7 +57,7 @@ def test_a_key_over_its_rate_gets_429_in_json_rpc_shape_with_retry_after(limited
         "code": -32603, "message": "Too many requests for this API key; try again in 1 s.",
         "data": {"reason": "too_many_requests", "retry_after_s": 1}}}
     time.sleep(1.02 - time.time() % 1)
-    assert rpc(limited, key)().status_code == 200  # the next second has its own allowance
+    assert rpc(limited.base_url, key)().status_code == 200  # the next second has its own allowance
     after = scrape(limited.base_url)
     assert moved(before, after, 'baton_rate_limited_total{limit="api_key"}') == 3
     assert moved(before, after, 'baton_http_requests_total{method="POST",route="/v1/rpc",status="429"}') == 3
@@ -65,7 +65,7 @@ def test_a_key_over_its_rate_gets_429_in_json_rpc_shape_with_retry_after(limited
 
 def test_each_key_has_its_own_allowance_and_web_chat_counts_against_it(limited):
     first, second = limited.create_tenant("rate-a"), limited.create_tenant("rate-b")
-    send_first, send_second = rpc(limited, first), rpc(limited, second)
+    send_first, send_second = rpc(limited.base_url, first), rpc(limited.base_url, second)
 
     def both():
         return send_first(), send_second()
