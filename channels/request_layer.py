@@ -37,6 +37,9 @@ def install(app) -> None:
 class RequestLayer:
     def __init__(self, wsgi_app):
         self.wsgi_app = wsgi_app
+        # The labelled children by (route, method, status): found once, not per request. Few: the
+        # routes are the app's rules, the methods seven and "other", the statuses those Baton answers.
+        self._children: dict[tuple[str, str, str], tuple] = {}
 
     def __call__(self, environ, start_response):
         started = time.perf_counter()
@@ -49,13 +52,18 @@ class RequestLayer:
             headers.append(("X-Request-Id", request_id))
             return start_response(status, headers, exc_info)
 
-        # Every id is bound here (None: unknown yet), so nothing of a thread's earlier request stays.
-        with context.bound(request_id=request_id, tenant_id=None, instance_id=None, job_id=None):
+        # The tenant too (None: not known yet), so what a thread's earlier request learnt never stays;
+        # instance and job ids are set only by the worker loop, on its own threads.
+        with context.bound(request_id=request_id, tenant_id=None):
             body = self.wsgi_app(environ, start)
-        route = environ.get(ROUTE, "unmatched")
         method = environ.get("REQUEST_METHOD", "")
-        status = answered[0][:3] if answered else "500"
-        metrics.HTTP_REQUESTS.labels(route, method if method in _METHODS else "other", status).inc()
-        metrics.HTTP_SECONDS.labels(route).observe(time.perf_counter() - started)
+        labels = (environ.get(ROUTE, "unmatched"), method if method in _METHODS else "other",
+                  answered[0][:3] if answered else "500")
+        children = self._children.get(labels)
+        if children is None:
+            children = self._children[labels] = (metrics.HTTP_REQUESTS.labels(*labels),
+                                                 metrics.HTTP_SECONDS.labels(labels[0]))
+        children[0].inc()
+        children[1].observe(time.perf_counter() - started)
         return body
 

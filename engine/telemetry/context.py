@@ -5,9 +5,7 @@ Set by the worker loop for the job it runs and by the request layer for the requ
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
 
 FIELDS = ("tenant_id", "instance_id", "job_id", "request_id")
 _VARS = {name: ContextVar(f"baton_{name}", default=None) for name in FIELDS}
@@ -29,12 +27,18 @@ def set_ids(**ids: object) -> None:
         _VARS[name].set(value)
 
 
-@contextmanager
-def bound(**ids: object) -> Iterator[None]:
-    """These ids for the code inside; the earlier ones again after it."""
-    tokens = [(_VARS[name], _VARS[name].set(value)) for name, value in ids.items()]
-    try:
-        yield
-    finally:
-        for var, token in reversed(tokens):
+class bound:
+    """``with bound(job_id=7): ...``: these ids for the code inside; the earlier ones again after it.
+    (A class, not a generator: it wraps every request and every job.)"""
+
+    __slots__ = ("ids", "tokens")
+
+    def __init__(self, **ids: object):
+        self.ids = ids
+
+    def __enter__(self) -> None:
+        self.tokens = [(_VARS[name], _VARS[name].set(value)) for name, value in self.ids.items()]
+
+    def __exit__(self, *_exc) -> None:
+        for var, token in reversed(self.tokens):
             var.reset(token)

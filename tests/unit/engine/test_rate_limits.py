@@ -96,6 +96,7 @@ def test_the_store_follows_the_database(app):
         expected = DatabaseWindows if db.engine.dialect.name == "postgresql" else MemoryWindows
         assert isinstance(limits.per_key.windows, expected)
         assert isinstance(limits.per_webhook.windows, expected)
+        limits.close()
 
 
 @pytest.fixture(scope="module")
@@ -110,19 +111,33 @@ def postgres_engine(tmp_path_factory):
     drop_postgres_database(url)
 
 
-def test_two_processes_count_against_one_limit_on_postgresql(postgres_engine):
+@pytest.fixture
+def windows(postgres_engine):
+    """DatabaseWindows(clock) as separate web processes have them; their connections closed after."""
+    made = []
+
+    def make(clock):
+        made.append(DatabaseWindows(postgres_engine, clock))
+        return made[-1]
+
+    yield make
+    for one in made:
+        one.close()
+
+
+def test_two_processes_count_against_one_limit_on_postgresql(windows):
     clock = Clock(2000.5)
-    first = Limit("API key", "api_key", 4, DatabaseWindows(postgres_engine, clock), clock)
-    second = Limit("API key", "api_key", 4, DatabaseWindows(postgres_engine, clock), clock)
+    first = Limit("API key", "api_key", 4, windows(clock), clock)
+    second = Limit("API key", "api_key", 4, windows(clock), clock)
     assert accepted(first, "k-shared", 3) + accepted(second, "k-shared", 3) == 4
     clock.now = 2001.0
     assert accepted(second, "k-shared", 6) == 4
 
 
-def test_a_process_whose_clock_is_behind_counts_into_the_newer_window(postgres_engine):
+def test_a_process_whose_clock_is_behind_counts_into_the_newer_window(windows):
     ahead, behind = Clock(3001.2), Clock(3000.9)
-    limit_ahead = Limit("API key", "api_key", 2, DatabaseWindows(postgres_engine, ahead), ahead)
-    limit_behind = Limit("API key", "api_key", 2, DatabaseWindows(postgres_engine, behind), behind)
+    limit_ahead = Limit("API key", "api_key", 2, windows(ahead), ahead)
+    limit_behind = Limit("API key", "api_key", 2, windows(behind), behind)
     assert accepted(limit_ahead, "k-skew", 1) == 1
     assert accepted(limit_behind, "k-skew", 3) == 1  # not a fresh window of its own
     row = db.session.execute(select(RateLimitWindow).where(RateLimitWindow.bucket == "k-skew")).scalar_one()
@@ -130,13 +145,13 @@ def test_a_process_whose_clock_is_behind_counts_into_the_newer_window(postgres_e
     db.session.rollback()
 
 
-def test_old_buckets_are_purged_by_the_next_hit_a_minute_later(postgres_engine):
+def test_old_buckets_are_purged_by_the_next_hit_a_minute_later(windows):
     clock = Clock(5000.0)
-    windows = DatabaseWindows(postgres_engine, clock)
+    counting = windows(clock)
     for index in range(20):
-        windows.hit(f"w-purge-{index}", 5001)
+        counting.hit(f"w-purge-{index}", 5001)
     clock.now = 5100.0
-    windows.hit("w-purge-new", 5101)
+    counting.hit("w-purge-new", 5101)
     left = db.session.execute(select(RateLimitWindow.bucket)
                               .where(RateLimitWindow.bucket.like("w-purge-%"))).scalars().all()
     db.session.rollback()
