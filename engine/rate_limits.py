@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 import time
 import weakref
@@ -30,6 +31,7 @@ from engine.telemetry import metrics
 log = logging.getLogger("baton.rate_limits")
 
 MAX_BUCKET = 80  # the column's size
+_WEBHOOK_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 PURGE_EVERY_S = 60.0
 
 
@@ -143,4 +145,6 @@ class RateLimits:
 
     def check_webhook(self, webhook_id: str) -> None:
         if self.per_webhook is not None:
-            self.per_webhook.check(f"w{webhook_id}")
+            # Ids no route can have (real ones are URL-safe base64) share one allowance: a flood of
+            # made-up ids is limited too, and nothing odd (a NUL) reaches the database.
+            self.per_webhook.check(f"w{webhook_id}" if _WEBHOOK_ID.fullmatch(webhook_id) else "w?")

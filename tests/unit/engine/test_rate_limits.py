@@ -82,6 +82,17 @@ def test_memory_keeps_only_the_current_windows_buckets():
     assert len(windows._hits) == 1
 
 
+def test_ids_no_webhook_can_have_share_one_allowance():
+    limits = RateLimits(per_key=0, per_webhook=2)
+    limits.per_webhook.clock = Clock(1000.5)  # all in one window
+    limits.check_webhook("DA0QzZ37LsGJjLDr3zFn8J1KuDQW-ea1")
+    limits.check_webhook("odd\x00id")
+    limits.check_webhook("x" * 65)
+    with pytest.raises(TooManyRequestsError):
+        limits.check_webhook("another/odd id")
+    limits.check_webhook("DA0QzZ37LsGJjLDr3zFn8J1KuDQW-ea1")  # a real-looking id keeps its own
+
+
 def test_off_means_no_check_at_all():
     limits = RateLimits(per_key=0, per_webhook=0)
     assert limits.per_key is None and limits.per_webhook is None
