@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from flask_migrate import Migrate, upgrade
 from engine.jobs.wakers import LongPoll, Wakers
 from engine.store.workflows import SpecCache
 from engine.store.db import WAKERS, configure_sqlite, db
+from engine.telemetry import logs, metrics_dir
 
 ROOT = Path(__file__).resolve().parent
 
@@ -53,6 +53,10 @@ class Settings:
         return {"telegram": self.telegram_api_url, "viber": self.viber_api_url,
                 "whatsapp": self.whatsapp_api_url}
     max_long_polls: int = 4                                         # BATON_MAX_LONG_POLLS (external.fetch_and_lock waiting at once)
+    rate_limit_per_key: float = 0.0                                 # BATON_RATE_LIMIT_PER_KEY (requests/s; 0: off)
+    rate_limit_per_webhook: float = 0.0                             # BATON_RATE_LIMIT_PER_WEBHOOK (requests/s; 0: off)
+    log_level: str = "WARNING"                                      # BATON_LOG_LEVEL
+    log_format: str = "text"                                        # BATON_LOG_FORMAT (text or json)
 
     ENV = {"database_url": "DATABASE_URL"}
 
@@ -92,11 +96,12 @@ class Baton:
     (a web-only process needs none of them), sized to its worker threads.
     """
 
-    def __init__(self, app: Flask, settings: Settings, wakers, specs):
+    def __init__(self, app: Flask, settings: Settings, wakers, specs, rate_limits):
         self.app = app
         self.settings = settings
         self.wakers = wakers
         self.specs = specs
+        self.rate_limits = rate_limits
         self.sandbox = None
         self.outbound = None
         self.ai = None
@@ -171,7 +176,8 @@ class Baton:
         settings = self.settings
         if self.processes is not None or settings.workers <= 0:
             return self.processes
-        env = {**os.environ, **replace(settings, worker_processes=0).as_environment()}
+        # The children count their metrics into this server's directory (engine.telemetry.metrics_dir).
+        env = metrics_dir.for_children({**os.environ, **replace(settings, worker_processes=0).as_environment()})
         self.processes = WorkerProcesses(settings.worker_processes, child_command(settings.workers), env, ROOT)
         self.processes.start()
         if settings.database_url.startswith("sqlite"):  # PostgreSQL wakes them with NOTIFY
@@ -210,6 +216,7 @@ def quiet_spiff_loggers() -> None:
 
 def create_app(config: dict | None = None) -> Flask:
     settings = Settings.from_mapping({**os.environ, **(config or {})})
+    logs.configure(settings.log_level, settings.log_format)
     app = Flask(__name__, instance_path=str(ROOT / "instance"))
     app.config.update(
         SQLALCHEMY_DATABASE_URI=settings.database_url,
@@ -232,15 +239,22 @@ def create_app(config: dict | None = None) -> Flask:
 
     from channels.http import register_http
     from channels.messengers import bp as messengers_bp
+    from channels.metrics import bp as metrics_bp
+    from channels import request_layer
     from channels.task_callback import bp as task_callback_bp
     from channels.webchat import bp as webchat_bp
     from channels.webhook import WebhookDoor
     from channels.webhook import bp as webhook_bp
     from console import console_blueprint
     from rpc.endpoint import rpc_blueprint
+    from engine.rate_limits import RateLimits
     from rpc.methods import build_methods
 
+    with app.app_context():
+        rate_limits = RateLimits(per_key=settings.rate_limit_per_key, per_webhook=settings.rate_limit_per_webhook,
+                                 engine=db.engine)
     register_http(app)
+    app.register_blueprint(metrics_bp)
     app.register_blueprint(webhook_bp)
     app.register_blueprint(webchat_bp)
     app.register_blueprint(messengers_bp)
@@ -248,12 +262,14 @@ def create_app(config: dict | None = None) -> Flask:
     specs = SpecCache()  # parsed specs by definition (never stale): one per process, shared by all
     long_poll = LongPoll(settings.max_long_polls)
     wakers.add(long_poll)  # a commit that opens external tasks wakes this process's long polls
-    app.register_blueprint(rpc_blueprint(build_methods(), settings, specs=specs, long_poll=long_poll))
+    app.register_blueprint(rpc_blueprint(build_methods(), settings, specs=specs, long_poll=long_poll,
+                                         rate_limits=rate_limits))
     app.register_blueprint(console_blueprint())
     if not app.debug:  # (debug answers are indented: Flask's path gives them)
         with app.app_context():
-            app.wsgi_app = WebhookDoor(app.wsgi_app, db.engine, wakers, settings.max_body_bytes)
-    app.extensions["baton"] = Baton(app, settings, wakers, specs)
+            app.wsgi_app = WebhookDoor(app.wsgi_app, db.engine, wakers, settings.max_body_bytes, rate_limits)
+    request_layer.install(app)  # outermost: request ids and request metrics for every door
+    app.extensions["baton"] = Baton(app, settings, wakers, specs, rate_limits)
     _register_cli(app)
     if _is_flask_run_serving():
         ensure_default_tenant(app)
@@ -354,6 +370,3 @@ def create_server_app() -> Flask:
     app.extensions["baton"].start_workers()
     return app
 
-
-logging.basicConfig(level=os.environ.get("BATON_LOG_LEVEL", "WARNING"), stream=sys.stderr,
-                    format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,4 +1,4 @@
-"""HTTP plumbing shared by every endpoint: JSON error bodies, body limits, health and metrics.
+"""HTTP plumbing shared by every endpoint: JSON error bodies, body limits, health.
 
 This is the second of the two places where BatonError becomes a wire answer (the other is the
 JSON-RPC adapter, which also answers its own endpoint's HTTP errors): ``BatonError.to_http()``.
@@ -9,12 +9,11 @@ import json
 import logging
 
 from flask import Flask, Response, jsonify, request
-from sqlalchemy import func, or_, select, text
+from sqlalchemy import text
 from werkzeug.exceptions import HTTPException
 
 from engine.errors import BadRequestError, BatonError, HttpStatusError, MethodNotAllowedError, PayloadTooLargeError
-from engine.store.db import db, utcnow
-from engine.store.models import AiDialog, Instance, Job
+from engine.store.db import db
 
 log = logging.getLogger("baton.http")
 
@@ -53,6 +52,7 @@ def error_response(error: BatonError) -> Response:
     status, body = error.to_http()
     response = jsonify(body)
     response.status_code = status
+    response.headers.update(error.http_headers())
     return response
 
 
@@ -95,26 +95,3 @@ def register_http(app: Flask) -> None:
             response.status_code = 503
             return response
         return jsonify({"status": "ready"})
-
-    @app.get("/metrics")
-    def metrics():
-        now = utcnow()
-        counts = db.session.execute(select(Instance.status, func.count()).group_by(Instance.status)).all()
-        pending, due, running = db.session.execute(select(
-            func.count(),
-            func.count().filter(Job.run_at <= now, or_(Job.locked_until.is_(None), Job.locked_until < now)),
-            func.count().filter(Job.locked_until >= now))).one()
-        talking = db.session.execute(select(func.count()).select_from(AiDialog)
-                                     .where(AiDialog.status == "active")).scalar_one()
-        db.session.rollback()
-        lines = ["# HELP baton_instances Process instances by status.", "# TYPE baton_instances gauge"]
-        lines += [f'baton_instances{{status="{status}"}} {count}' for status, count in counts]
-        lines += _gauge("baton_jobs_pending", "Jobs waiting or running (delayed and held ones included).", pending)
-        lines += _gauge("baton_jobs_due", "Jobs due now that no worker holds yet.", due)
-        lines += _gauge("baton_jobs_running", "Jobs a worker holds right now.", running)
-        lines += _gauge("baton_ai_dialogs_active", "AI chat steps holding a dialog.", talking)
-        return Response("\n".join(lines) + "\n", mimetype="text/plain; version=0.0.4")
-
-
-def _gauge(name: str, help_text: str, value: int) -> list[str]:
-    return [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name} {value}"]

@@ -6,13 +6,14 @@ or starts the channel's process, and the answer is 202.
 """
 from __future__ import annotations
 
-from flask import Blueprint, jsonify, request
+from flask import Blueprint, current_app, jsonify, request
 
 from channels.http import parse_json_object
 from engine import auth
 from engine.chat import conversations
 from engine.chat.outbox import MAX_TEXT
 from engine.errors import BadRequestError, NotFoundError
+from engine.telemetry import context
 
 bp = Blueprint("webchat", __name__)
 
@@ -51,6 +52,8 @@ def _field(body: dict, name: str, *, required: bool, max_len: int) -> str | None
 @bp.post("/channels/webchat/<int:config_id>/inbound")
 def inbound(config_id: int):
     principal = auth.authenticate(request.headers.get("X-API-Key"))
+    context.set_ids(tenant_id=principal.tenant_id)
+    current_app.extensions["baton"].rate_limits.check_key(principal.key_id)
     if config_id > _MAX_CONFIG_ID:
         principal.require(conversations.SEND_PERMISSION)
         raise NotFoundError(f"Unknown webchat channel {config_id}.")

@@ -3,8 +3,9 @@
 Two doors, one accept (``engine.webhooks.accept``): ``WebhookDoor``, a thin WSGI layer in front
 of Flask, takes every such call that carries a Content-Length within the limit (the hottest
 request Baton serves: Flask's request and routing layers cost more than the accept itself); the
-Flask route takes the rest (a chunked body, an oversized one, debug mode). Both read the body
-the same way and render errors with ``BatonError.to_http()``.
+Flask route takes the rest (a chunked body, an oversized one, debug mode). Both apply the
+per-webhook rate limit first, read the body the same way, and render errors with ``refusal``
+(``BatonError.to_http()``, counted in ``baton_webhook_refusals_total``).
 """
 from __future__ import annotations
 
@@ -16,16 +17,26 @@ from functools import partial
 from urllib.parse import parse_qsl
 
 from flask import Blueprint, current_app, jsonify, request
+from werkzeug.exceptions import HTTPException
 
-from channels.http import parse_json_object
+from channels.http import error_response, parse_json_object
+from channels.request_layer import ROUTE
 from engine import webhooks
 from engine.errors import BadRequestError, BatonError
 from engine.store.db import db
+from engine.telemetry import metrics
 
 bp = Blueprint("webhook", __name__)
 log = logging.getLogger("baton.webhook")
 
 PREFIX = "/webhooks/inbound/"
+RULE = PREFIX + "<webhook_id>"
+
+
+def refusal(error: BatonError) -> BatonError:
+    """``error``, counted by its reason as a refused call (both doors answer every refusal through here)."""
+    metrics.WEBHOOK_REFUSALS.labels(error.reason).inc()
+    return error
 
 
 def read_variables(body: bytes, mimetype: str | None) -> dict | BadRequestError:
@@ -55,11 +66,23 @@ def _call(webhook_id: str, body: bytes, mimetype: str | None, headers) -> webhoo
                                 idempotency_key=headers.get("Idempotency-Key"))
 
 
-@bp.post(PREFIX + "<webhook_id>")
+@bp.post(RULE)
 def inbound(webhook_id: str):
-    body = request.get_data(cache=False)
-    call = _call(webhook_id, body, request.mimetype or None, request.headers)
-    answer = webhooks.accept(call, engine=db.engine, wakers=current_app.extensions["baton"].wakers)
+    baton = current_app.extensions["baton"]
+    try:
+        baton.rate_limits.check_webhook(webhook_id)
+        body = request.get_data(cache=False)
+        call = _call(webhook_id, body, request.mimetype or None, request.headers)
+        answer = webhooks.accept(call, engine=db.engine, wakers=baton.wakers)
+    except BatonError as exc:
+        db.session.rollback()
+        return error_response(refusal(exc))
+    except HTTPException:
+        raise  # werkzeug's own (a body over the limit): the app's handler answers it
+    except Exception:
+        db.session.rollback()
+        log.exception("webhook %s failed", webhook_id[:16])
+        return error_response(refusal(BatonError()))
     response = jsonify(answer)
     response.status_code = 202
     return response
@@ -79,10 +102,11 @@ class WebhookDoor:
     """WSGI middleware: ``POST /webhooks/inbound/{id}`` with a Content-Length within the limit is
     accepted here; anything else goes to Flask untouched."""
 
-    def __init__(self, wsgi_app, engine, wakers, max_body_bytes: int):
+    def __init__(self, wsgi_app, engine, wakers, max_body_bytes: int, rate_limits):
         self.wsgi_app = wsgi_app
         self.accept = partial(webhooks.accept, engine=engine, wakers=wakers)
         self.max_body_bytes = max_body_bytes
+        self.rate_limits = rate_limits
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
@@ -100,16 +124,21 @@ class WebhookDoor:
         environ["wsgi.input"] = io.BytesIO(body)
         if len(body) != length:  # the client sent less than it announced
             return self.wsgi_app(environ, start_response)
+        environ[ROUTE] = RULE
         mimetype = environ.get("CONTENT_TYPE", "").split(";", 1)[0].strip().lower() or None
+        headers: dict[str, str] = {}
         try:
+            self.rate_limits.check_webhook(webhook_id)
             status, answer = 202, self.accept(_call(webhook_id, body, mimetype, _Headers(environ)))
-        except BatonError as exc:
-            status, answer = exc.to_http()
-        except Exception:
-            log.exception("webhook %s failed", webhook_id[:16])
-            status, answer = BatonError().to_http()
+        except Exception as exc:
+            if not isinstance(exc, BatonError):
+                log.exception("webhook %s failed", webhook_id[:16])
+                exc = BatonError()
+            status, answer = refusal(exc).to_http()
+            headers = exc.http_headers()
         payload = (json.dumps(answer, separators=(",", ":")) + "\n").encode()
         start_response(f"{status} {HTTPStatus(status).phrase}",
-                       [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))])
+                       [("Content-Type", "application/json"), ("Content-Length", str(len(payload))),
+                        *headers.items()])
         return [payload]
 

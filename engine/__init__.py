@@ -8,19 +8,21 @@ test, tests/unit/test_layering.py, holds every module to it):
     package     owns                                                          may import (of engine)
     (top)       use cases: auth, definitions, instances, tasks, external      anything below
                 tasks, messages, webhooks, forms, insight (the console's
-                views of runs), errors
-    store/      models, database setup, the one write path, paging,           errors
+                views of runs), rate limits, gauges read at scrape time, errors
+    telemetry/  metrics (counters, histograms, their multiprocess files),     nothing
+                the ids a log line carries, the log format
+    store/      models, database setup, the one write path, paging,           errors, telemetry
                 instance state and its version
-    jobs/       the queue (claim, finish, retry policy), job kinds, wakers,   errors, store
+    jobs/       the queue (claim, finish, retry policy), job kinds, wakers,   errors, store, telemetry
                 the worker pool and worker processes
-    sandbox/    expressions, script hosts and their protocol, the             errors
+    sandbox/    expressions, script hosts and their protocol, the             errors, telemetry
                 SpiffWorkflow script engine
-    outbound/   the SSRF guard, HTTP calls, signed durable delivery,          errors, store, jobs
+    outbound/   the SSRF guard, HTTP calls, signed durable delivery,          errors, store, jobs, telemetry
                 HTTP service tasks
-    chat/       channel configurations, conversations, the outbox of an       errors, store, jobs, outbound
-                advance, AI dialogs, messengers
+    chat/       channel configurations, conversations, the outbox of an       errors, store, jobs, outbound,
+                advance, AI dialogs, messengers                               telemetry
     runtime/    the runner (the only code that steps SpiffWorkflow), events,  errors, store, jobs, sandbox,
-                stepping and guardrails, outcome, human-task and external-     outbound, chat
+                stepping and guardrails, outcome, human-task and external-     outbound, chat, telemetry
                 task rows, event subscriptions, message and signal routing,
                 timer starts
 
@@ -31,10 +33,11 @@ the engine; ``ai/`` imports nothing of Baton.
 
 # What each sub-package may import of engine/ (itself always); "top" is engine's own modules.
 LAYERS = {
-    "store": ("errors",),
-    "jobs": ("errors", "store"),
-    "sandbox": ("errors",),
-    "outbound": ("errors", "store", "jobs"),
-    "chat": ("errors", "store", "jobs", "outbound"),
-    "runtime": ("errors", "store", "jobs", "sandbox", "outbound", "chat"),
+    "telemetry": (),
+    "store": ("errors", "telemetry"),
+    "jobs": ("errors", "store", "telemetry"),
+    "sandbox": ("errors", "telemetry"),
+    "outbound": ("errors", "store", "jobs", "telemetry"),
+    "chat": ("errors", "store", "jobs", "outbound", "telemetry"),
+    "runtime": ("errors", "store", "jobs", "sandbox", "outbound", "chat", "telemetry"),
 }

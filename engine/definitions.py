@@ -3,6 +3,7 @@ once, the DMN files its business rule tasks call, webhook routes for webhook sta
 start events resolved to their channel's config id."""
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 from typing import Any
@@ -19,6 +20,7 @@ from engine.store.db import db, iso
 from engine.store.models import Definition, WebhookRoute
 from engine.store.paging import page_of
 
+log = logging.getLogger("baton.definitions")
 _CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
 CHANNEL_TRIGGERS = channel_configs.TYPES  # the start event triggers that name a channel
 
@@ -56,6 +58,9 @@ def deploy(tenant_id: int, xml: str, code: str | None, *, dmn: list[str] = (), p
             answers = [_store(tenant_id, xml, list(dmn), one, parsed, public_url, channels)
                        for one, parsed, channels in zip(codes, parsed_all, bound)]
             db.session.commit()
+            for answer in answers:
+                log.info("deployed %s version %s (definition %s)", answer["code"], answer["version"],
+                         answer["definition_id"])
             return {**answers[0], "definitions": answers}
         except IntegrityError:
             db.session.rollback()

@@ -19,6 +19,7 @@ Flask error handlers (``channels/http.py``).
     ├── ForbiddenError        -32603 forbidden         403  (data.permission)
     ├── PayloadTooLargeError  -32600 payload_too_large 413
     ├── MethodNotAllowedError -32600 method_not_allowed 405 (GET on the JSON-RPC endpoint, ...)
+    ├── TooManyRequestsError  -32603 too_many_requests 429  a rate limit (data.retry_after_s; header Retry-After)
     ├── HttpStatusError       -32600 (its own word)    (its status)  what the web layer refuses by itself
     ├── CallActivityError     a call activity names a process that is not deployed (fails its instance)
     ├── OperatorError         an operator service task failed, e.g. HTTP after its retries (fails its instance)
@@ -33,7 +34,8 @@ Flask error handlers (``channels/http.py``).
 Errors that fail an instance (CallActivityError, OperatorError, ExternalTaskError, ScriptError)
 never reach a caller
 as such: the instance's ``error`` carries their message. The wire forms are ``to_rpc()`` (the
-``error`` object of a JSON-RPC answer) and ``to_http()`` (status and body of any other endpoint).
+``error`` object of a JSON-RPC answer) and ``to_http()`` (status and body of any other endpoint);
+``http_headers()`` are the headers an answer carrying the error adds (``Retry-After``), on every path.
 """
 from __future__ import annotations
 
@@ -67,6 +69,10 @@ class BatonError(Exception):
         if "errors" in self.data:
             body["errors"] = self.data["errors"]
         return self.http_status, {"error": body}
+
+    def http_headers(self) -> dict[str, str]:
+        """Headers an HTTP answer carrying this error adds, whichever shape its body has."""
+        return {}
 
 
 class ParseError(BatonError):
@@ -173,6 +179,22 @@ class MethodNotAllowedError(BatonError):
     def __init__(self, allowed: tuple[str, ...], message: str | None = None):
         super().__init__(message or f"Use {' or '.join(allowed)}.", data={"allowed": list(allowed)})
         self.allowed = allowed
+
+
+class TooManyRequestsError(BatonError):
+    """Too many requests: slow down."""
+
+    rpc_code = -32603
+    reason = "too_many_requests"
+    http_status = 429
+
+    def __init__(self, limit: str, retry_after_s: int):
+        self.limit, self.retry_after_s = limit, max(1, int(retry_after_s))
+        super().__init__(f"Too many requests for this {limit}; try again in {self.retry_after_s} s.",
+                         data={"retry_after_s": self.retry_after_s})
+
+    def http_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)}
 
 
 class HttpStatusError(BatonError):

@@ -15,10 +15,11 @@ from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.jobs.kinds import MESSAGE, RETRY, START
 from engine.runtime import subscriptions
 from engine.runtime.routing import QUEUED
-from engine.store import writes
+from engine.store import workflows, writes
 from engine.store.db import db, iso, utcnow
 from engine.store.models import Definition, Instance, Job
 from engine.store.paging import page_of
+from engine.telemetry import metrics
 
 STATUSES = ("running", "completed", "cancelled", "failed")
 _QUEUED = QUEUED  # a waiting_for entry already claimed by an accepted message
@@ -101,7 +102,9 @@ def cancel(tenant_id: int, instance_id: int) -> dict[str, Any]:
         external_tasks.cancel_open(instance.id)
         subscriptions.drop(instance.id)
         outbox.close_for_instance(instance.id)
+        definition_id = instance.definition_id
         db.session.commit()
+        metrics.INSTANCES_ENDED.labels(workflows.definition_code(definition_id), "cancelled").inc()
     return {"instance_id": instance.id, "status": "cancelled"}
 
 

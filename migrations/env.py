@@ -9,10 +9,11 @@ from alembic import context
 # access to the values within the .ini file in use.
 config = context.config
 
-# Interpret the config file for Python logging.
-# This line sets up loggers basically.
-# Keep the application's loggers alive: the server runs migrations on every start.
-fileConfig(config.config_file_name, disable_existing_loggers=False)
+# Interpret the config file for Python logging, unless the application has set logging up already
+# (create_app does, before it migrates: BATON_LOG_LEVEL and BATON_LOG_FORMAT must outlive the
+# migrations, which every start runs). Keep the application's loggers alive either way.
+if not logging.getLogger().handlers:
+    fileConfig(config.config_file_name, disable_existing_loggers=False)
 logger = logging.getLogger('alembic.env')
 
 

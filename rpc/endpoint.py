@@ -35,8 +35,10 @@ with warnings.catch_warnings():
 
 from engine.auth import authenticate
 from engine.errors import (BatonError, InvalidParamsError, InvalidRequestError, MethodNotAllowedError,
-                           MethodNotFoundError, ParseError, PayloadTooLargeError, UnauthorizedError)
+                           MethodNotFoundError, ParseError, PayloadTooLargeError, TooManyRequestsError,
+                           UnauthorizedError)
 from engine.store.db import db, iso
+from engine.telemetry import context as log_context
 from rpc.registry import MethodTable, RpcContext
 
 log = logging.getLogger("baton.rpc")
@@ -45,19 +47,20 @@ _JSON = "application/json; charset=utf-8"
 _NO_ID = object()
 
 
-def rpc_blueprint(methods: MethodTable, settings, *, specs=None, long_poll=None) -> Blueprint:
+def rpc_blueprint(methods: MethodTable, settings, *, specs=None, long_poll=None, rate_limits=None) -> Blueprint:
     """The endpoint over ``methods`` (``/v1/rpc``, and ``/rpc``, the legacy path where ``process_id``
-    stands for ``definition_id``); ``settings``, the spec cache and the long poll reach the handlers in their context."""
+    stands for ``definition_id``); ``settings``, the spec cache and the long poll reach the handlers in their context;
+    ``rate_limits`` (``engine.rate_limits``) counts each HTTP request of a key once, a batch as one."""
     bp = Blueprint("rpc", __name__)
     verbs = ["GET", "POST", "PUT", "PATCH", "DELETE"]  # every verb is answered in JSON-RPC's shape
 
     @bp.route("/v1/rpc", methods=verbs)
     def rpc_v1() -> Response:
-        return _serve(methods, settings, specs, long_poll, legacy=False)
+        return _serve(methods, settings, specs, long_poll, rate_limits, legacy=False)
 
     @bp.route("/rpc", methods=verbs)
     def rpc_legacy() -> Response:
-        return _serve(methods, settings, specs, long_poll, legacy=True)
+        return _serve(methods, settings, specs, long_poll, rate_limits, legacy=True)
 
     @bp.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
@@ -68,7 +71,7 @@ def rpc_blueprint(methods: MethodTable, settings, *, specs=None, long_poll=None)
     return bp
 
 
-def _serve(methods: MethodTable, settings, specs, long_poll, legacy: bool) -> Response:
+def _serve(methods: MethodTable, settings, specs, long_poll, rate_limits, legacy: bool) -> Response:
     if request.method != "POST":
         exc = MethodNotAllowedError(("POST",), "The JSON-RPC endpoint takes POST requests only.")
         response = _reply(_error_answer(exc, None), exc.http_status)
@@ -81,6 +84,14 @@ def _serve(methods: MethodTable, settings, specs, long_poll, legacy: bool) -> Re
     except Exception:
         log.exception("Authenticating a JSON-RPC call failed")
         return _reply(_error_answer(BatonError(), None), 500)
+    log_context.set_ids(tenant_id=principal.tenant_id)
+    if rate_limits is not None:
+        try:
+            rate_limits.check_key(principal.key_id)
+        except TooManyRequestsError as exc:
+            response = _reply(_error_answer(exc, None), exc.http_status)
+            response.headers.update(exc.http_headers())
+            return response
     try:
         body = request.get_data(cache=False)
     except RequestEntityTooLarge:

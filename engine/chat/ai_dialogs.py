@@ -11,6 +11,7 @@ import functools
 import hashlib
 import logging
 import re
+import time
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -27,6 +28,7 @@ from engine.jobs.kinds import AI_RESULT, AI_TURN, CHAT_MESSAGE
 from engine.errors import OperatorError, ScriptError
 from engine.store.db import db, utcnow
 from engine.store.models import AiDialog, AiKnowledge, Instance, Message
+from engine.telemetry import metrics
 
 log = logging.getLogger("baton.ai_chat")
 
@@ -192,11 +194,14 @@ class AiTurnRunner:
         claim = self._claim(job, worker_id)
         if claim is None:
             return
+        started = time.perf_counter()
         try:
             reply, failure = self.provider.answer(claim.request), None
         except ProviderError as exc:
             reply, failure = None, exc.message
             log.warning("ai_chat dialog %s: the model failed: %s", job.payload["dialog_id"], exc.message)
+        outcome = "failed" if failure is not None else "handoff" if reply.handoff else "answered"
+        metrics.AI_TURN_SECONDS.labels(outcome).observe(time.perf_counter() - started)
         self._record(job, worker_id, claim, reply, failure)
 
     def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:

@@ -25,6 +25,7 @@ from engine.jobs.retry import MAX_ATTEMPTS, job_backoff
 from engine.jobs.wakers import Wakers
 from engine.store.writes import NOTIFY_CHANNEL
 from engine.store.db import db, is_postgres, utcnow
+from engine.telemetry import context, metrics
 
 log = logging.getLogger("baton.worker")
 
@@ -131,6 +132,10 @@ class WorkerPool:
                 db.session.remove()
 
     def _run(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+        with context.bound(job_id=job.id, tenant_id=job.tenant_id, instance_id=job.instance_id):
+            self._run_here(job, worker_id)
+
+    def _run_here(self, job: jobs.ClaimedJob, worker_id: str) -> None:
         handler = self.handlers.get(job.kind)
         try:
             if handler is None:
@@ -141,8 +146,10 @@ class WorkerPool:
             log.exception("job %s (%s) failed on attempt %s", job.id, job.kind, job.attempts)
             try:
                 if job.attempts >= self.max_attempts and handler is not None:
+                    metrics.JOB_GIVE_UPS.labels(job.kind).inc()
                     handler.give_up(job, worker_id)
                 else:
+                    metrics.JOB_RETRIES.labels(job.kind).inc()
                     jobs.release(job, worker_id, delay_seconds=job_backoff(job.attempts),
                                  error=type(exc).__name__)
             except Exception:

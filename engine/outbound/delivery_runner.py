@@ -24,6 +24,7 @@ from engine.outbound import delivery
 from engine.outbound.delivery import DEAD, HELD, QUEUED, SENT
 from engine.store.db import db, utcnow
 from engine.store.models import Channel, Delivery
+from engine.telemetry import metrics
 
 log = logging.getLogger("baton.delivery")
 
@@ -110,8 +111,11 @@ class DeliveryRunner:
             return
         delivery.lock_key(row.ordering_key)
         db.session.refresh(row)
-        self._die(job, worker_id, row, "An internal error stopped this delivery; delivery.retry re-sends it.")
-        db.session.commit()
+        if self._die(job, worker_id, row, "An internal error stopped this delivery; delivery.retry re-sends it."):
+            db.session.commit()
+            metrics.DELIVERIES_DEAD.inc()
+        else:
+            db.session.rollback()
 
     # -- 1: may this delivery go now? --
 
@@ -205,6 +209,7 @@ class DeliveryRunner:
             jobs.finish(job, worker_id)
             delivery.wake_head(row.tenant_id, row.ordering_key, now)
             db.session.commit()
+            _counted(SENT, (now - row.created_at).total_seconds())
             return
         error = outcome.error
         if outcome.result in (RETRY, WAIT):
@@ -222,6 +227,7 @@ class DeliveryRunner:
                     return
                 row.last_error, row.next_attempt_at = error, next_at
                 db.session.commit()
+                _counted(outcome.result)
                 return
             error = f"{error} Gave up after {row.attempts - base} attempts."
         if not self._die(job, worker_id, row, error):
@@ -229,6 +235,7 @@ class DeliveryRunner:
             return
         log.warning("delivery %s (%s) is dead: %s", row.id, row.delivery_uid, error)
         db.session.commit()
+        _counted(DEAD)
 
     def _die(self, job: jobs.ClaimedJob, worker_id: str, row: Delivery, error: str | None) -> bool:
         if not delivery.put_back(job, worker_id, HELD):
@@ -242,3 +249,12 @@ class DeliveryRunner:
         jobs.finish(job, worker_id)
         db.session.commit()
         return None
+
+
+def _counted(result: str, latency_s: float | None = None) -> None:
+    """The metrics of a recorded attempt (sent, retry, wait or dead), after its commit."""
+    metrics.DELIVERY_ATTEMPTS.labels(result).inc()
+    if result == DEAD:
+        metrics.DELIVERIES_DEAD.inc()
+    elif latency_s is not None:
+        metrics.DELIVERY_LATENCY.observe(max(0.0, latency_s))

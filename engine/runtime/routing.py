@@ -28,9 +28,10 @@ from engine import jobs
 from engine.chat import outbox as chat_outbox
 from engine.errors import ConflictError
 from engine.jobs import kinds
-from engine.store import writes
+from engine.store import workflows, writes
 from engine.store.db import db, utcnow
 from engine.store.models import Definition, EventSubscription, Instance
+from engine.telemetry import metrics
 
 log = logging.getLogger("baton.routing")
 
@@ -166,10 +167,13 @@ def _undelivered(tenant_id: int, thrower: int, event: dict[str, Any]) -> None:
     # Failed where it stands, as an internal failure is (Runner.give_up): it has moved on since the
     # throw (an advance under way loses its compare-and-swap); one that completed meanwhile did not
     # complete as modelled. process.retry resumes it where it waits.
-    was = db.session.execute(select(Instance.status).where(Instance.id == thrower)).scalar_one_or_none()
+    was, definition_id = db.session.execute(select(Instance.status, Instance.definition_id)
+                                            .where(Instance.id == thrower)).one_or_none() or (None, None)
     failed = db.session.execute(
         update(Instance).where(Instance.id == thrower, Instance.status.in_(("running", "completed")))
         .values(status="failed", completed_at=func.coalesce(Instance.completed_at, utcnow()),
                 revision=Instance.revision + 1, error={"message": message, "element_id": element_id}))
     if failed.rowcount and was == "running":
         chat_outbox.close_for_instance(thrower)
+        # counted before the thrown job's commit: a rollback there (rare) leaves one too many
+        metrics.INSTANCES_ENDED.labels(workflows.definition_code(definition_id), "failed").inc()

@@ -10,6 +10,7 @@ queue, so an instance is never advanced by two workers at once.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -26,6 +27,7 @@ from engine.runtime.outcome import Outcome
 from engine.store import workflows, writes
 from engine.store.db import db, utcnow
 from engine.store.models import Instance, Job
+from engine.telemetry import metrics
 
 log = logging.getLogger("baton.runner")
 
@@ -66,7 +68,9 @@ class Runner:
         return tuple(self.events.by_kind)
 
     def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+        started = time.perf_counter()
         self.advance(job, worker_id)
+        metrics.ADVANCE_SECONDS.labels(job.kind).observe(time.perf_counter() - started)
 
     def advance(self, job: jobs.ClaimedJob, worker_id: str) -> None:
         # The row the claim read (no read transaction of its own), else a fresh read.
@@ -107,15 +111,17 @@ class Runner:
             if not rows_too:
                 with writes.short_transaction(db.engine, self.wakers) as executor:
                     self._save_instance_and_job(executor, advance)
-                return
-            self._save_instance_and_job(writes.SessionExecutor(), advance)
-            for write in rows_too:
-                write()
-            db.session.commit()
+            else:
+                self._save_instance_and_job(writes.SessionExecutor(), advance)
+                for write in rows_too:
+                    write()
+                db.session.commit()
         except writes.Lost:
             db.session.rollback()
             log.info("instance %s changed under job %s; trying again", advance.job.instance_id, advance.job.id)
             jobs.release(advance.job, advance.worker_id)
+            return
+        _report_saved(advance.job.instance_id, advance.row, advance.outcome)
 
     @staticmethod
     def _save_instance_and_job(executor: writes.Executor, advance: _Advance) -> None:
@@ -187,9 +193,13 @@ class Runner:
         if failed_now:
             chat_outbox.close_for_instance(job.instance_id)
             jobs.hold(job, worker_id, "held: its instance failed; process.retry queues it again")
+            definition_id = db.session.execute(select(Instance.definition_id)
+                                               .where(Instance.id == job.instance_id)).scalar_one()
         else:  # the instance had already ended (cancelled, say): nothing will retry it
             jobs.finish(job, worker_id)
         db.session.commit()
+        if failed_now:
+            metrics.INSTANCES_ENDED.labels(workflows.definition_code(definition_id), "failed").inc()
 
     def _drop(self, job: jobs.ClaimedJob, worker_id: str, row) -> None:
         """The instance ended (or was cancelled) before this job ran: the job has nothing to do.
@@ -200,3 +210,17 @@ class Runner:
         else:
             jobs.finish(job, worker_id)
         db.session.commit()
+
+
+def _report_saved(instance_id: int, row, outcome: Outcome) -> None:
+    """Metrics and log of a saved advance: an instance's first save starts it, a final status ends it."""
+    status = outcome.status
+    if row.state is None or status != "running":
+        code = workflows.definition_code(row.definition_id)
+        if row.state is None:
+            metrics.INSTANCES_STARTED.labels(code).inc()
+        if status != "running":
+            metrics.INSTANCES_ENDED.labels(code, status).inc()
+            # Where, never the message: a script's error may quote the instance's variables.
+            log.info("instance %s of %s %s%s", instance_id, code, status,
+                     f" at {outcome.error.get('element_id')}" if outcome.error else "")

@@ -23,6 +23,7 @@ from typing import Any
 from engine.errors import BatonError, SandboxLimitError, ScriptError
 from engine.sandbox import expressions
 from engine.sandbox.host import script_problem
+from engine.telemetry import metrics
 
 _HOST_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "host.py")
 _START_TIMEOUT_S = 30.0
@@ -178,9 +179,15 @@ class Sandbox:
             raise ScriptError(problem, data={"line": line} if line else None)
         payload = _request(script, variables)
         host = self._idle.get()
+        started, outcome = time.perf_counter(), "error"
         try:
             reply = self._call(host, payload)
+            outcome = "ok" if reply.get("ok") else "limit" if reply.get("kind") in ("memory", "size") else "error"
+        except SandboxLimitError:
+            outcome = "limit"
+            raise
         finally:
+            metrics.SCRIPT_SECONDS.labels(outcome).observe(time.perf_counter() - started)
             if self._closed:
                 host.kill()
             self._idle.put(host)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, Index, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from engine.store.db import BigId, db, utcnow
@@ -189,6 +189,17 @@ class Delivery(db.Model):
     receipt: Mapped[str | None] = mapped_column(String(16))
 
 
+class RateLimitWindow(db.Model):
+    """One rate-limit bucket (``k<api key id>``, ``w<webhook id>``): its hits in the window ending at
+    ``window_end`` (epoch seconds). Counted only on PostgreSQL, where it is an UNLOGGED table (no
+    write-ahead log: the counts may be lost in a crash, and cost no disk flush); ``engine.rate_limits``."""
+
+    __tablename__ = "rate_limit_windows"
+    bucket: Mapped[str] = mapped_column(String(80), primary_key=True)
+    window_end: Mapped[int] = mapped_column(BigInteger)
+    hits: Mapped[int] = mapped_column(Integer)
+
+
 # The chat tables and the tables of what instances wait for live in their own modules; importing
 # them here registers them with the metadata, and every table is importable from here.
 from engine.store.chat_models import (AiDialog, AiKnowledge, Channel, Conversation, InboundReceipt,  # noqa: E402
@@ -197,4 +208,4 @@ from engine.store.waiting_models import EventSubscription, ExternalTask  # noqa:
 
 __all__ = ["AiDialog", "AiKnowledge", "ApiKey", "Channel", "Conversation", "Definition", "Delivery",
            "EventSubscription", "ExternalTask", "IdempotencyRecord", "InboundReceipt", "Instance", "Job",
-           "Message", "Task", "Tenant", "UnreachableChat", "WebhookRoute"]
+           "Message", "RateLimitWindow", "Task", "Tenant", "UnreachableChat", "WebhookRoute"]

@@ -36,8 +36,9 @@ class SpecCache:
             if specs is not None:
                 self._specs.move_to_end(definition_id)
                 return specs
-        spec_json = db.session.execute(select(Definition.spec_json).where(
-            Definition.tenant_id == tenant_id, Definition.id == definition_id)).scalar_one()
+        spec_json, code = db.session.execute(select(Definition.spec_json, Definition.code).where(
+            Definition.tenant_id == tenant_id, Definition.id == definition_id)).one()
+        _remember_code(definition_id, code)
         specs = load_spec(spec_json)
         with self._lock:
             self._specs[definition_id] = specs
@@ -81,6 +82,23 @@ def _called_codes(spec, known: dict) -> set[str]:
 
 
 _RAISE = object()
+_codes: dict[int, str] = {}  # definition id -> its code (never changes); filled as specs are loaded
+MAX_CODES = 4096
+
+
+def definition_code(definition_id: int) -> str:
+    """The code of a definition (what metrics are labelled with): from memory once known."""
+    code = _codes.get(definition_id)
+    if code is None:
+        code = db.session.execute(select(Definition.code).where(Definition.id == definition_id)).scalar_one()
+        _remember_code(definition_id, code)
+    return code
+
+
+def _remember_code(definition_id: int, code: str) -> None:
+    if len(_codes) >= MAX_CODES:
+        _codes.clear()
+    _codes[definition_id] = code
 
 
 def latest_definition_id(tenant_id: int, code: str, *, missing: Any = _RAISE) -> int:
