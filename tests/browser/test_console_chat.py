@@ -40,6 +40,7 @@ def test_operator_reply_reaches_the_webhook_and_new_messages_appear_on_a_phone(
     page.get_by_role("link", name="Zoë").first.click()
     page.get_by_text("Where is my parcel?").wait_for()
     assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing overflows sideways
+    assert not page.get_by_text("Ctrl+Enter sends.").is_visible()  # no keyboard on a phone: no shortcut hint
     page.get_by_label("Reply to the customer").fill("It leaves the warehouse today.")
     page.get_by_role("button", name="Send").click()
     deadline = time.monotonic() + 15
@@ -75,6 +76,7 @@ def test_an_xss_probe_in_chat_text_variables_and_element_names_stays_text(
 
     console.go(f"#/conversations/{first['binding_id']}")
     page.locator(".msg-customer .msg-text", has_text=PROBE).wait_for()
+    assert page.get_by_text("Ctrl+Enter sends.").is_visible()  # a desktop with a keyboard gets the hint
 
     console.go(f"#/instances/{instance_id}")  # the element name on the diagram and in the text
     page.locator(".djs-element.baton-waiting[data-element-id='answer']").wait_for()

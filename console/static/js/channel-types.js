@@ -2,8 +2,9 @@
 // built from data: the settings `channel.create` takes (every one required; secrets are write-only,
 // never returned), whether the caller gives a webhook URL (web chat) or Baton registers its own
 // with the messenger, and the status fields `channel.list` / `channel.get` report for the type.
-// The server decides which types it accepts: until a messenger type is wired it refuses it, and
-// the form shows that refusal.
+// The server checks the credentials with the messenger before it stores anything: a refusal (a
+// wrong token, a messenger that cannot be reached) comes back as the call's error and the form
+// shows it next to the setting it names.
 
 export const CHANNEL_TYPES = {
   webchat: {

@@ -43,7 +43,7 @@ export async function render(main, [id]) {
   const send = h('button', { type: 'submit', class: 'primary' }, 'Send');
   const reply = can('conversation.send') ? h('form', { class: 'reply', 'aria-label': 'Reply' },
     h('label', { for: 'reply-text' }, 'Reply to the customer'), area, problem,
-    h('div', { class: 'actions' }, h('span', { class: 'hint' }, 'Ctrl+Enter sends.'), send)) : h('p', { class: 'muted' }, 'Your API key may read this conversation but not reply (conversation.send).');
+    h('div', { class: 'actions' }, h('span', { class: 'hint keyboard-only' }, 'Ctrl+Enter sends.'), send)) : h('p', { class: 'muted' }, 'Your API key may read this conversation but not reply (conversation.send).');
   area.addEventListener('keydown', (event) => {
     if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) { event.preventDefault(); reply.requestSubmit(); }
   });
