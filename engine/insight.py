@@ -14,7 +14,7 @@ from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import exists, func, literal_column, select, true
 
 from engine.errors import NotFoundError
-from engine.instances import shown_waiting_for
+from engine.instances import LIST_COLUMNS, list_item, shown_waiting_for
 from engine.runtime.outcome import kind_of
 from engine.store.db import db, is_postgres, iso
 from engine.store.models import Definition, Instance, Task
@@ -226,11 +226,8 @@ def instances_at(tenant_id: int, definition_id: int, element_id: str, state: str
         conditions += [Instance.status == "running",
                        exists(select(literal_column("1")).select_from(entry)
                               .where(_json_text(entry.c.value, "element_id") == element_id))]
-    query = select(Instance.id, Instance.status, Instance.definition_id, Instance.started_at,
-                   Instance.completed_at).where(*conditions)
-    return page_of(query, Instance.id, page=page, per_page=per_page, item=lambda r: {
-        "instance_id": r.id, "status": r.status, "definition_id": r.definition_id,
-        "started_at": iso(r.started_at), "completed_at": iso(r.completed_at)})
+    return page_of(select(*LIST_COLUMNS).where(*conditions), Instance.id,
+                   page=page, per_page=per_page, item=list_item)
 
 
 def _require_definition(tenant_id: int, definition_id: int) -> None:

@@ -115,11 +115,35 @@ def list_instances(tenant_id: int, *, status: str | None, definition_id: int | N
         conditions.append(Instance.status == status)
     if definition_id is not None:
         conditions.append(Instance.definition_id == definition_id)
-    query = select(Instance.id, Instance.status, Instance.definition_id, Instance.started_at,
-                   Instance.completed_at).where(*conditions)
-    return page_of(query, Instance.id, page=page, per_page=per_page, item=lambda r: {
-        "instance_id": r.id, "status": r.status, "definition_id": r.definition_id,
-        "started_at": iso(r.started_at), "completed_at": iso(r.completed_at)})
+    return page_of(select(*LIST_COLUMNS).where(*conditions), Instance.id,
+                   page=page, per_page=per_page, item=list_item)
+
+
+# The columns of an instance in a list (process.list, definition.instances_at) and its item.
+LIST_COLUMNS = (Instance.id, Instance.status, Instance.definition_id, Instance.started_at,
+                Instance.completed_at, Instance.waiting_for, Instance.error)
+
+
+def list_item(row: Any) -> dict[str, Any]:
+    error = row.error if isinstance(row.error, dict) else {}
+    return {"instance_id": row.id, "status": row.status, "definition_id": row.definition_id,
+            "started_at": iso(row.started_at), "completed_at": iso(row.completed_at),
+            "waiting_at": waiting_elements(row.waiting_for) if row.status == "running" else [],
+            "failed_at": error.get("element_id") if row.status == "failed" else None}
+
+
+# Entries of ``waiting_for`` that only describe the structure around a wait (docs/api.md).
+_STRUCTURE_KINDS = frozenset({"subProcess", "callActivity", "standardLoopTask",
+                              "parallelInstances", "sequentialInstances"})
+
+
+def waiting_elements(waiting_for: list[dict[str, Any]] | None) -> list[str]:
+    """The elements an instance itself waits at (a list's "where"), without the structure around them."""
+    seen: dict[str, None] = {}
+    for entry in waiting_for if isinstance(waiting_for, list) else []:
+        if isinstance(entry, dict) and entry.get("kind") not in _STRUCTURE_KINDS and entry.get("element_id"):
+            seen.setdefault(str(entry["element_id"]), None)
+    return list(seen)
 
 
 def send_message(tenant_id: int, instance_id: int, message: str,

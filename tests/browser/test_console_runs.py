@@ -33,6 +33,11 @@ def test_start_wait_complete_the_form_and_see_the_path(console, tenant_key, api,
     page.get_by_text("waits for a person").wait_for()
     shots(page, "instance-waiting", best=True)
 
+    # the instance list says where each one is
+    console.go(f"#/instances?definition_id={definition_id}")
+    row = page.locator("tbody tr", has=page.get_by_role("link", name=f"#{instance_id}", exact=True))
+    row.get_by_text("waits at review").wait_for()
+
     # the inbox lists the task; its form shows the server's message next to the empty required field
     console.go("#/tasks")
     page.get_by_role("link", name=re.compile("Review the order")).click()

@@ -92,7 +92,8 @@ def test_failing_script_fails_instance_with_element_and_message(api, unique_code
     assert "Traceback" not in status["error"]["message"]
     assert ISO_MS.match(status["completed_at"])
     failed = api.call("process.list", status="failed")
-    assert instance_id in [item["instance_id"] for item in failed["items"]]
+    listed = next(item for item in failed["items"] if item["instance_id"] == instance_id)
+    assert listed["failed_at"] == "divide" and listed["waiting_at"] == []
 
 
 def test_endless_script_hits_time_limit_and_server_keeps_serving(api, unique_code):
@@ -127,7 +128,14 @@ def test_list_pages_newest_first_with_filters(api, unique_code):
     assert [item["instance_id"] for item in page["items"]] == sorted(ids, reverse=True)[:2]
     second = api.call("process.list", definition_id=deployed["definition_id"], per_page=2, page=2)
     assert [item["instance_id"] for item in second["items"]] == [min(ids)]
-    assert set(second["items"][0]) == {"instance_id", "status", "definition_id", "started_at", "completed_at"}
+    assert set(second["items"][0]) == {"instance_id", "status", "definition_id", "started_at", "completed_at",
+                                       "waiting_at", "failed_at"}
+    api.wait_until_idle()
+    listed = api.call("process.list", definition_id=deployed["definition_id"])["items"]
+    assert [(item["waiting_at"], item["failed_at"]) for item in listed] == [(["review"], None)] * 3
+    api.call("process.cancel", instance_id=ids[0])
+    cancelled = api.call("process.list", definition_id=deployed["definition_id"], status="cancelled")["items"]
+    assert [(item["instance_id"], item["waiting_at"]) for item in cancelled] == [(ids[0], [])]
 
 
 @pytest.mark.parametrize("params, named", [

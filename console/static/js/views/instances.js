@@ -75,7 +75,7 @@ export async function render(main, args, query) {
     boxes.push(box);
     return [box, h('a', { href: `#/instances/${i.instance_id}` }, `#${i.instance_id}`),
       names.has(i.definition_id) ? h('a', { href: `#/definitions/${i.definition_id}` }, names.get(i.definition_id)) : String(i.definition_id),
-      statusBadge(i.status), when(i.started_at), when(i.completed_at)];
+      statusBadge(i.status), where(i), when(i.started_at), when(i.completed_at)];
   });
 
   async function bulk(action) {
@@ -98,7 +98,15 @@ export async function render(main, args, query) {
     h('h1', {}, 'Instances ', h('span', { class: 'muted heading-count' }, answer.total === 1 ? '1 result' : `${answer.total.toLocaleString('en')} results`)),
     filters, elementNote,
     h('div', { class: 'bulk-bar' }, allBox, ' ', bulkInfo, retryButton, cancelButton),
-    table('Instances', ['', 'Instance', 'Definition', 'Status', 'Started', 'Ended'], rows, 'No instance matches these filters.'),
+    table('Instances', ['', 'Instance', 'Definition', 'Status', 'Where', 'Started', 'Ended'], rows, 'No instance matches these filters.'),
     pager(answer, (p) => goTo(hashFor({ page: p }))));
   refreshSelection();
+}
+
+// Where an instance is: the elements it waits at, or the one it failed at (element ids, as text);
+// a running instance that waits nowhere has its next step queued.
+function where(i) {
+  if (i.failed_at) return h('span', {}, 'failed at ', h('code', {}, i.failed_at));
+  if (i.waiting_at && i.waiting_at.length) return h('span', {}, 'waits at ', ...i.waiting_at.flatMap((id, n) => (n ? [', ', h('code', {}, id)] : [h('code', {}, id)])));
+  return i.status === 'running' ? h('span', { class: 'muted' }, 'moving on') : '—';  // its next step is queued
 }
