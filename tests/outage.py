@@ -47,15 +47,16 @@ def _seconds_until(stamp: str) -> float:
 
 
 def run_outage(server, api, receiver: Receiver, *, chats: int, per_chat: int, down_s: float = 0.0,
-               drain_timeout_s: float = 60.0) -> OutageResult:
+               drain_timeout_s: float = 60.0, outage: bool = True) -> OutageResult:
     """Run the outage on ``server`` (its delivery schedule decides how far away the retries are).
-    ``down_s``: keep the receiver down at least this long (the heads retry meanwhile)."""
+    ``down_s``: keep the receiver down at least this long (the heads retry meanwhile). Without
+    ``outage`` the receiver is up all along: the same answers, the baseline of a bench."""
     chat_key = api.call("apikey.create", name="site backend", permissions=["conversation.send"])["api_key"]
     channel = api.call("channel.create", type="webchat", name=f"outage-{uuid.uuid4().hex[:8]}",
                        webhook_url=receiver.url + "/chat")
     xml = bpmn("chat_burst.bpmn").replace("__CHANNEL__", channel["name"]).replace("__COUNT__", str(per_chat))
     api.deploy(xml, code=f"burst-{uuid.uuid4().hex[:8]}")
-    receiver.default = Answer(503)
+    receiver.default = Answer(503 if outage else 200)
     went_down = time.monotonic()
 
     def write(chat_id: str) -> None:
@@ -67,16 +68,17 @@ def run_outage(server, api, receiver: Receiver, *, chats: int, per_chat: int, do
     for number in range(chats):
         write(f"chat-{number:03d}")
     deadline = time.monotonic() + 60 + down_s
-    while True:  # every chat's head has failed and waits out its delay (the others wait behind it)
+    waiting: list[dict] = []
+    while outage:  # every chat's head has failed and waits out its delay (the others wait behind it)
         queued = _queued_on(api, channel["config_id"])
         waiting = [item for item in queued if item["attempts"] > 0 and item["next_attempt_at"]]
         if len(queued) == chats * per_chat and len(waiting) == chats and time.monotonic() - went_down >= down_s:
             break
         assert time.monotonic() < deadline, f"{len(waiting)} of {chats} heads wait, {len(queued)} queued"
         time.sleep(0.1)
-    failed_before = len(receiver.requests)
+    failed_before = len(receiver.requests) if outage else 0
     receiver.default = Answer(200)                      # the receiver is back
-    next_retry_s = min(_seconds_until(item["next_attempt_at"]) for item in waiting)
+    next_retry_s = min(_seconds_until(item["next_attempt_at"]) for item in waiting) if outage else float("nan")
     write("chat-first")
     expected = (chats + 1) * per_chat
     receiver.wait_for(failed_before + expected, timeout=drain_timeout_s)
