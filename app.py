@@ -390,8 +390,14 @@ def _raise_system_exit(*_) -> None:
 
 
 def create_server_app() -> Flask:
-    """For gunicorn (``gunicorn 'app:create_server_app()'``): the app with its workers started."""
+    """For gunicorn (``gunicorn 'app:create_server_app()'``): the app with its workers started.
+
+    Gunicorn handles SIGTERM itself (it stops its worker processes within its ``graceful_timeout``);
+    as a worker process exits, Baton's workers stop gracefully too (``Baton.stop``, at exit)."""
+    import atexit
+
     app = create_app()
     app.extensions["baton"].start_workers()
+    atexit.register(app.extensions["baton"].stop)
     return app
 

@@ -13,8 +13,10 @@ import pytest
 from engine.store.db import db, utcnow
 from engine.store.models import Channel
 from tests.receiver import Answer, Receiver
-from tests.unit.engine.outbound.test_delivery import (ctx, drive, fresh, job_of, make_runner, queue,  # noqa: F401
-                                                      status_is, tenant_id)
+from tests.unit.engine.outbound import test_delivery as base
+from tests.unit.engine.outbound.test_delivery import drive, fresh, job_of, queue, status_is
+
+ctx, tenant_id, make_runner = base.ctx, base.tenant_id, base.make_runner   # the same fixtures
 
 SCALE = 100.0   # the schedule's first delay, 5 s, becomes 500 s
 FAR_S = 400.0   # "still waiting out its schedule": its next attempt at least this far away
