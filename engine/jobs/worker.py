@@ -91,9 +91,10 @@ class WorkerPool:
         job a thread still holds: due now, no lease, so that another worker claims it at once
         rather than when the lease runs out (graceful stop, 2). Returns how many were released.
 
-        A released job's thread may still be running it; it loses the lease, as when a lease runs
-        out, and whatever it records after that is refused (``writes.Lost``): at least once, never
-        twice at the same time by design of the handlers. The process is expected to exit next.
+        A released job's thread may still be running it: it is then in the place of a worker whose
+        lease ran out (its handler's writes check the lease, as always: an advance's save is
+        refused, ``writes.Lost``), and the job runs again elsewhere: at least once. The process is
+        expected to exit next.
         """
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
