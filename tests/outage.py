@@ -71,7 +71,9 @@ def run_outage(server, api, receiver: Receiver, *, chats: int, per_chat: int, do
     waiting: list[dict] = []
     while outage:  # every chat's head has failed and waits out its delay (the others wait behind it)
         queued = _queued_on(api, channel["config_id"])
-        waiting = [item for item in queued if item["attempts"] > 0 and item["next_attempt_at"]]
+        # (An attempt on the wire shows its attempts already counted and the last due time, now past.)
+        waiting = [item for item in queued if item["attempts"] > 0 and item["next_attempt_at"]
+                   and _seconds_until(item["next_attempt_at"]) > 0]
         if len(queued) == chats * per_chat and len(waiting) == chats and time.monotonic() - went_down >= down_s:
             break
         assert time.monotonic() < deadline, f"{len(waiting)} of {chats} heads wait, {len(queued)} queued"
