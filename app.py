@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
+import time
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -38,6 +41,7 @@ class Settings:
     job_lease_s: float = 30.0                                       # BATON_JOB_LEASE_S
     http_retry_base_s: float = 5.0                                  # BATON_HTTP_RETRY_BASE_S
     poll_s: float = 5.0                                             # BATON_POLL_S
+    shutdown_grace_s: float = 20.0                                  # BATON_SHUTDOWN_GRACE_S (SIGTERM: jobs may finish)
     delivery_retry_scale: float = 1.0                               # BATON_DELIVERY_RETRY_SCALE (tests: tiny)
     ai_base_url: str | None = None                                  # BATON_AI_BASE_URL (unset: the built-in)
     ai_model: str | None = None                                     # BATON_AI_MODEL
@@ -189,14 +193,21 @@ class Baton:
             if pool is not None:
                 pool.wake()
 
-    def stop(self) -> None:
+    def stop(self, grace_s: float | None = None) -> None:
+        """Stop the workers gracefully: no new claims; the jobs in hand may finish within ``grace_s``
+        (default ``BATON_SHUTDOWN_GRACE_S``); what is left is released, due at once, for another
+        worker (docs/operations.md, "Stopping")."""
+        grace_s = self.settings.shutdown_grace_s if grace_s is None else grace_s
+        deadline = time.monotonic() + grace_s
+        pools = [pool for pool in (self.call_pool, self.pool) if pool is not None]
+        for pool in pools:
+            pool.stop_claiming()
         if self.processes is not None:
             self.wakers.remove(self.processes.wake)
-            self.processes.stop()
+            self.processes.stop(grace_s)  # each child stops the same way, with the same grace
             self.processes = None
-        for pool in (self.call_pool, self.pool):
-            if pool is not None:
-                pool.stop()
+        for pool in pools:
+            pool.finish(deadline)
         self.pool = self.call_pool = None
         for part in (self.sandbox, self.outbound, self.ai):
             if part is not None:
@@ -331,21 +342,21 @@ def _register_cli(app: Flask) -> None:
     @click.option("--wake-from-stdin", is_flag=True, hidden=True,
                   help="Started by a server with BATON_WORKER_PROCESSES: woken by it, exit when it exits.")
     def worker(threads, wake_from_stdin):
-        """Run background workers in this process until stopped."""
-        import signal
-
+        """Run background workers in this process until stopped (SIGTERM, Ctrl-C: gracefully)."""
         baton = app.extensions["baton"]
         pool = baton.start_workers(threads)
-        signal.signal(signal.SIGTERM, lambda *_: pool.stop())
+        stop_requested = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
         if wake_from_stdin:
             from engine.jobs.processes import follow_parent
 
-            follow_parent(pool.wake_one, baton.wake, pool.stop)
+            follow_parent(pool.wake_one, baton.wake, stop_requested.set)
         click.echo(f"Baton worker running with {threads} thread(s).")
         try:
-            pool.join()
+            while not stop_requested.wait(1.0):
+                pass
         except KeyboardInterrupt:
-            pool.stop()
+            pass
         baton.stop()
 
     @app.cli.command("serve")
@@ -353,20 +364,40 @@ def _register_cli(app: Flask) -> None:
     @click.option("--port", default=5000, show_default=True, type=int)
     @click.option("--threads", default=8, show_default=True, help="HTTP threads.")
     def serve(host, port, threads):
-        """Serve HTTP with waitress, with the background workers in this process."""
-        from waitress import serve as waitress_serve
+        """Serve HTTP with waitress, with the background workers in this process, until SIGTERM or
+        Ctrl-C: then stop listening and stop the workers gracefully (``Baton.stop``); exit 0."""
+        from waitress import create_server
 
         ensure_default_tenant(app)
-        app.extensions["baton"].start_workers()
+        baton = app.extensions["baton"]
+        baton.start_workers()
+        server = create_server(app, host=host, port=port, threads=threads, ident="baton",
+                               # Flask answers oversized bodies (JSON 413) from Content-Length; waitress only stops absurd ones.
+                               max_request_body_size=max(16 * app.config["MAX_CONTENT_LENGTH"], 16 << 20))
+        # waitress's loop closes the server and returns on SystemExit (as on KeyboardInterrupt).
+        signal.signal(signal.SIGTERM, _raise_system_exit)
         click.echo(f"Baton listening on http://{host}:{port}", err=True)
-        waitress_serve(app, host=host, port=port, threads=threads, ident="baton",
-                       # Flask answers oversized bodies (JSON 413) from Content-Length; waitress only stops absurd ones.
-                       max_request_body_size=max(16 * app.config["MAX_CONTENT_LENGTH"], 16 << 20))
+        try:
+            server.run()
+            server.close()  # no new connections while the workers finish
+        finally:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM while stopping: stop now
+            baton.stop()
+
+
+def _raise_system_exit(*_) -> None:
+    raise SystemExit(0)
 
 
 def create_server_app() -> Flask:
-    """For gunicorn (``gunicorn 'app:create_server_app()'``): the app with its workers started."""
+    """For gunicorn (``gunicorn 'app:create_server_app()'``): the app with its workers started.
+
+    Gunicorn handles SIGTERM itself (it stops its worker processes within its ``graceful_timeout``);
+    as a worker process exits, Baton's workers stop gracefully too (``Baton.stop``, at exit)."""
+    import atexit
+
     app = create_app()
     app.extensions["baton"].start_workers()
+    atexit.register(app.extensions["baton"].stop)
     return app
 

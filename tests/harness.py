@@ -189,6 +189,7 @@ class BatonServer(_BatonProcess):
         super().__init__(database_url, workdir, workdir / f"server-{self.port}.log", {
             **os.environ, "DATABASE_URL": database_url, "BATON_PUBLIC_URL": self.base_url,
             "BATON_ALLOW_PRIVATE_URLS": "1", "BATON_SCRIPT_TIMEOUT_S": "2", "BATON_HTTP_RETRY_BASE_S": "0.2",
+            "BATON_SHUTDOWN_GRACE_S": "2",  # a test's stop() does not wait out the default 20 s
             "PYTHONUNBUFFERED": "1", **env})
 
     def _flask_args(self) -> list[str]:
@@ -223,7 +224,8 @@ class BatonWorker(_BatonProcess):
         self.threads = threads
         super().__init__(database_url, workdir, workdir / f"worker-{uuid.uuid4().hex[:8]}.log", {
             **os.environ, "DATABASE_URL": database_url, "BATON_ALLOW_PRIVATE_URLS": "1",
-            "BATON_SCRIPT_TIMEOUT_S": "2", "BATON_WORKERS": str(threads), "PYTHONUNBUFFERED": "1", **env})
+            "BATON_SCRIPT_TIMEOUT_S": "2", "BATON_WORKERS": str(threads), "BATON_SHUTDOWN_GRACE_S": "2",
+            "PYTHONUNBUFFERED": "1", **env})
 
     def _flask_args(self) -> list[str]:
         return ["worker", "--threads", str(self.threads)]

@@ -9,7 +9,8 @@ it stops.
 
 Each child's stdin is a pipe from the server: a byte on it wakes the child's workers at once when
 the server committed new jobs (there is no NOTIFY on SQLite), and its end of file (the server
-exited, however it died) makes the child finish its jobs in hand and exit. Writes never block:
+exited, however it died) makes the child stop gracefully, as on SIGTERM: its jobs in hand may
+finish within the grace period, the rest is released for another worker, and it exits. Writes never block:
 a child that does not read only misses a wake-up, and finds the job at its next look.
 """
 from __future__ import annotations
@@ -28,6 +29,7 @@ from engine.jobs.kinds import CALL_KINDS
 log = logging.getLogger("baton.worker_processes")
 
 RESTART_DELAY_S = 1.0  # at least this long between two starts of one child (a crash loop stays cheap)
+STOP_MARGIN_S = 5.0    # a stopping child's grace, plus this, before it is killed
 
 
 class WorkerProcesses:
@@ -102,15 +104,18 @@ class WorkerProcesses:
             except (BlockingIOError, BrokenPipeError, OSError, ValueError):
                 continue  # full pipe (it is behind: it will look anyway) or a dead child (being replaced)
 
-    def stop(self, timeout: float = 15.0) -> None:
+    def stop(self, grace_s: float = 10.0) -> None:
+        """Stop every child gracefully: end of file on its stdin, and it stops as on SIGTERM (its
+        jobs in hand may finish within its own ``BATON_SHUTDOWN_GRACE_S``, the rest is released).
+        A child still alive ``STOP_MARGIN_S`` after that grace is killed."""
         self._stopping.set()
         if self._thread is not None:
-            self._thread.join(timeout)
+            self._thread.join(self.check_every_s + 1.0)
         with self._lock:
             children = [child for child in self.children if child is not None]
         for child in children:
             _close(child)  # end of file: the child finishes what it holds and exits
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + grace_s + STOP_MARGIN_S
         for child in children:
             try:
                 child.wait(max(0.1, deadline - time.monotonic()))

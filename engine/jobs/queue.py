@@ -163,6 +163,25 @@ def release(job: ClaimedJob, worker_id: str, *, delay_seconds: float = 0.0, erro
     db.session.commit()
 
 
+def release_unfinished(held: list[tuple[ClaimedJob, str]]) -> int:
+    """A stopping worker gives back the jobs its threads (``(job, worker_id)``) still hold: due now,
+    no lease, the interrupted claim not counted as an attempt; one transaction that wakes the
+    workers of this process and, on PostgreSQL, of every process (NOTIFY). Returns how many it
+    still held (a job its thread finished meanwhile is left alone)."""
+    db.session.rollback()
+    now, released = utcnow(), 0
+    for job, worker_id in held:
+        result = db.session.execute(
+            update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
+            .values(locked_by=None, locked_until=None, run_at=now, attempts=Job.attempts - 1)
+            .execution_options(synchronize_session=False))
+        if result.rowcount:
+            released += 1
+            wake_at_commit(job.kind)
+    db.session.commit()
+    return released
+
+
 HELD_UNTIL = datetime(9999, 1, 1)  # run_at of a job kept aside, never due by itself
 
 

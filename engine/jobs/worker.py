@@ -8,6 +8,9 @@ handler's ``give_up`` ends it (an instance is then failed with a generic message
 A process runs two pools (``app.Baton.start_workers``): engine threads for the kinds that advance
 instances (CPU, the script sandbox) and call threads for the kinds that wait on other servers
 (HTTP tasks, AI turns, deliveries), so a slow model or receiver never holds up the engine.
+
+Stopping (SIGTERM, docs/operations.md) is graceful: ``stop_claiming``, then ``finish`` waits for
+the jobs in hand until the grace period ends and releases what is left, due at once.
 """
 from __future__ import annotations
 
@@ -57,6 +60,8 @@ class WorkerPool:
         self._cond = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        # Per thread (worker id): the jobs it leased and has not done yet, released at a stop.
+        self._held: dict[str, list[jobs.ClaimedJob]] = {}
         self._name = f"{socket.gethostname()[:40]}:{os.getpid()}"  # worker ids fit jobs.locked_by (64)
 
     def start(self) -> None:
@@ -70,12 +75,45 @@ class WorkerPool:
             if is_postgres():
                 threading.Thread(target=self._listen, name=f"baton-listen-{self.pool_name}", daemon=True).start()
 
-    def stop(self, timeout: float = 10.0) -> None:
+    def stop(self, grace_s: float = 10.0) -> int:
+        """Stop claiming, let the jobs in hand finish for ``grace_s``, then release the rest."""
+        self.stop_claiming()
+        return self.finish(time.monotonic() + grace_s)
+
+    def stop_claiming(self) -> None:
+        """No thread claims again; a thread with a job finishes it, then ends (graceful stop, 1)."""
         self.wakers.remove(self.wake)
         self._stopping.set()
         self.wake()
+
+    def finish(self, deadline: float) -> int:
+        """Wait until ``deadline`` (``time.monotonic()``) for the threads to end, then release every
+        job a thread still holds: due now, no lease, so that another worker claims it at once
+        rather than when the lease runs out (graceful stop, 2). Returns how many were released.
+
+        A released job's thread may still be running it: it is then in the place of a worker whose
+        lease ran out (its handler's writes check the lease, as always: an advance's save is
+        refused, ``writes.Lost``), and the job runs again elsewhere: at least once. The process is
+        expected to exit next.
+        """
         for thread in self._threads:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
+        held = [(worker_id, job) for worker_id, jobs_held in list(self._held.items()) for job in jobs_held]
+        if not held:
+            return 0
+        with self.app.app_context():
+            try:
+                released = jobs.release_unfinished([(job, worker_id) for worker_id, job in held])
+            except Exception:
+                db.session.rollback()
+                log.exception("could not release the unfinished jobs; their leases will run out")
+                return 0
+            finally:
+                db.session.remove()
+        if released:
+            log.warning("stopped with %d job(s) unfinished after the grace period: released for another worker",
+                        released)
+        return released
 
     def wake(self, ready: Counter | None = None) -> None:
         """Wake threads for ``ready`` jobs (per kind; None: wake every thread): one waiting thread
@@ -102,11 +140,6 @@ class WorkerPool:
             self._signal += 1
             self._cond.notify(1)
 
-    def join(self) -> None:
-        """Block until stopped (the ``flask worker`` command's main thread)."""
-        while not self._stopping.wait(1.0):
-            pass
-
     def _loop(self, worker_id: str) -> None:
         with self.app.app_context():
             while not self._stopping.is_set():
@@ -125,10 +158,12 @@ class WorkerPool:
                 # stopping), give them back rather than run them on a lease that may run out.
                 give_back_at = time.monotonic() + self.lease_seconds / 2
                 for index, job in enumerate(claimed):
+                    self._held[worker_id] = claimed[index:]
                     if index and (self._stopping.is_set() or time.monotonic() > give_back_at):
                         self._give_back(claimed[index:], worker_id)
                         break
                     self._run(job, worker_id)
+                self._held.pop(worker_id, None)
                 db.session.remove()
 
     def _run(self, job: jobs.ClaimedJob, worker_id: str) -> None:

@@ -20,7 +20,7 @@ from sqlalchemy import select
 from engine import jobs
 from engine.errors import OutboundError, OutboundRefusedError
 from engine.jobs.retry import DeliverySchedule
-from engine.outbound import delivery
+from engine.outbound import delivery, delivery_drain
 from engine.outbound.delivery import DEAD, HELD, QUEUED, SENT
 from engine.store.db import db, utcnow
 from engine.store.models import Channel, Delivery
@@ -208,6 +208,7 @@ class DeliveryRunner:
             # Even with the lease lost (we overran it) the receiver has it: sent stays true.
             jobs.finish(job, worker_id)
             delivery.wake_head(row.tenant_id, row.ordering_key, now)
+            delivery_drain.drain(row, now)  # the destination is back: its waiting deliveries go now
             db.session.commit()
             _counted(SENT, (now - row.created_at).total_seconds())
             return
@@ -221,6 +222,9 @@ class DeliveryRunner:
             else:
                 next_at, payload = self.schedule.next_attempt(row.attempts - base, now, since,
                                                               outcome.retry_after_s), None
+            if outcome.retry_after_s:  # the receiver's own pause: a drain does not cut it short
+                payload = delivery_drain.not_before(payload or job.payload,
+                                                    now + timedelta(seconds=outcome.retry_after_s))
             if next_at is not None:
                 if not delivery.put_back(job, worker_id, next_at, payload):
                     db.session.rollback()  # lease lost: the worker that took the job over records

@@ -125,3 +125,49 @@ def test_a_pool_is_not_woken_for_kinds_it_has_no_handler_for():
     assert pool._signal == 0
     pool.wake(Counter({KIND: 1, EXTERNAL_TASKS: 1}))
     assert pool._signal == 1
+
+
+class Blocking(Recorder):
+    """A handler whose job takes until ``go`` is set (or ``seconds`` pass)."""
+
+    def __init__(self, seconds: float = 10.0):
+        super().__init__()
+        self.go, self.seconds, self.started, self.finished = threading.Event(), seconds, threading.Event(), None
+
+    def handle(self, job, worker_id):
+        self.started.set()
+        self.go.wait(self.seconds)
+        self.finished = jobs.finish(job, worker_id)
+        db.session.commit()
+        self.done.set()
+
+
+def test_stopping_lets_a_job_in_hand_finish_within_the_grace(pool_for):
+    handler = Blocking(seconds=0.3)
+    pool = pool_for(handler)
+    job_id = _enqueue()
+    assert handler.started.wait(5)
+    began = time.monotonic()
+    assert pool.stop(grace_s=10) == 0                    # nothing left to release ...
+    assert time.monotonic() - began < 5                  # ... and no waiting out the grace
+    assert handler.finished is True and db.session.get(Job, job_id) is None
+
+
+def test_stopping_releases_a_job_still_running_after_the_grace_due_at_once(pool_for):
+    handler = Blocking()
+    pool = pool_for(handler)
+    job_id = _enqueue()
+    assert handler.started.wait(5)
+    began = time.monotonic()
+    try:
+        assert pool.stop(grace_s=0.3) == 1
+        took = time.monotonic() - began
+        row = db.session.get(Job, job_id)
+        assert 0.3 <= took < 5
+        assert (row.locked_by, row.locked_until, row.attempts) == (None, None, 0)   # no lease, no attempt
+        assert row.run_at <= utcnow()                                               # due now
+        db.session.rollback()
+        assert [j.id for j in jobs.claim("other-worker", 30)] == [job_id]           # another worker takes it
+    finally:
+        handler.go.set()
+    assert handler.done.wait(5) and handler.finished is False   # the late finish is refused: the lease is gone
