@@ -40,6 +40,7 @@ from sqlalchemy import delete, exists, func, or_, select, text, update
 from engine import jobs
 from engine.jobs.kinds import OPERATOR, RETENTION, THROWN
 from engine.store.db import db, is_postgres, utcnow
+from engine.telemetry import metrics
 from engine.store.models import (AiDialog, Conversation, Delivery, EventSubscription, ExternalTask,
                                  IdempotencyRecord, InboundReceipt, Instance, Job, Message, Task, Tenant,
                                  WebhookRoute)
@@ -93,6 +94,8 @@ def purge(retention: timedelta, *, batch_size: int = 200, budget_s: float | None
                     raise
                 report.batch_seconds.append(time.perf_counter() - started)
                 report.removed.update(removed)
+                for table, rows in removed.items():
+                    metrics.RETENTION_REMOVED.labels(table).inc(rows)
                 if picked < batch_size:
                     break
     return report

@@ -250,3 +250,23 @@ def test_retention_days_zero_keeps_everything_and_the_command_says_so(database, 
         assert refused.returncode != 0 and "Traceback" not in refused.stderr
     finally:
         server.stop()
+
+
+def test_the_embedded_server_removes_on_its_schedule_and_counts_what_it_removed(database, tmp_path):
+    url, engine = database
+    server = BatonServer(url, tmp_path, BATON_RETENTION_EVERY_S="0.2").start()
+    try:
+        api = server.api(server.create_tenant(f"ret-{uuid.uuid4().hex[:8]}"))
+        order = api.deploy(bpmn("webhook_order.bpmn"), code="order")["webhooks"][0]["url"]
+        old = [start_order(order) for _ in range(3)]
+        for instance_id in old:
+            api.wait_for(instance_id)
+        age(engine, old)
+        for instance_id in old:
+            eventually(lambda i=instance_id: gone(api, i), bool)
+        scraped = requests.get(server.base_url + "/metrics", timeout=10).text
+        [line] = [line for line in scraped.splitlines()
+                  if line.startswith('baton_retention_removed_total{table="instances"}')]
+        assert float(line.split()[1]) == 3.0
+    finally:
+        server.stop()
