@@ -141,7 +141,7 @@ def measure(backend: str, args, workdir: Path, log=print) -> dict:
         time.sleep(args.probe_seconds)
         purge_began = time.monotonic()
         with app.app_context():
-            report = retention.purge(dt.timedelta(days=30), batch_size=args.batch)
+            report = retention.purge(dt.timedelta(days=30), batch_size=args.batch, rest=args.rest)
             db.session.remove()
             db.engine.dispose()
         purge_ended = time.monotonic()
@@ -153,7 +153,7 @@ def measure(backend: str, args, workdir: Path, log=print) -> dict:
         after = database_bytes(engine, backend)
         batches = report.batch_seconds
         result = {
-            "backend": backend, "instances": completed, "batch": args.batch,
+            "backend": backend, "instances": completed, "batch": args.batch, "rest": args.rest,
             "bytes_per_instance": round(per_instance), "size_before": before, "size_filled": filled,
             "size_after_purge": after, "aged": aged, "removed": dict(report.removed),
             "purge_seconds": round(purge_ended - purge_began, 3),
@@ -180,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--batch", type=int, default=200, help="instances per transaction (BATON_RETENTION_BATCH)")
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--rest", type=float, default=1.0, help="rest after each batch, times its duration")
     parser.add_argument("--probe-seconds", type=float, default=10.0)
     parser.add_argument("--backends", default="sqlite,postgresql")
     parser.add_argument("--output", type=Path, default=RESULTS)
