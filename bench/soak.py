@@ -14,11 +14,13 @@ The load, each kind from its own client threads, paced (a pause after each reque
   start     process.start of a process with one user task (tests/bpmn/wait_for_person.bpmn)
   task_list / task_complete
             an operator's client: task.list of open tasks, then task.complete of each
+  healthz   GET /healthz (no database): the machine's own noise, to divide the others' p99 by
 
 Every --sample-s (10 s): the resident memory (VmRSS) and open file descriptors of every Baton
 process (server, workers, their script-sandbox children), the database size
 (pg_database_size), the instances stored, and the p99 latency of each kind of request in that
-interval. The first --warmup-s (default 90 s: retention's 60 s plus a run) are load but not
+interval. When the PostgreSQL server runs with autovacuum off (this machine's does), the bench
+runs `VACUUM (ANALYZE)` every --vacuum-every-s (60 s, autovacuum's default naptime) in its place. The first --warmup-s (default 90 s: retention's 60 s plus a run) are load but not
 measured: the database fills up to the level retention holds it at. Then the run's first and last
 quarters are compared (target: within 20 %). Results in bench/results/soak-latest.json.
 
@@ -51,7 +53,8 @@ from bench.throughput import _start_workers, _stop  # noqa: E402
 from tests.harness import BatonServer, bpmn, create_postgres_database, drop_postgres_database  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "soak-latest.json"
-KINDS = ("webhook", "chat_in", "start", "task_list", "task_complete")
+KINDS = ("webhook", "chat_in", "start", "task_list", "task_complete", "healthz")
+LOAD_KINDS = KINDS[:-1]  # healthz: the machine's noise, measured alongside (GET /healthz touches no database)
 RETENTION_DAYS = "0.000694"  # ~60 s
 TARGET = 0.20
 
@@ -129,6 +132,39 @@ class Latencies:
         return round(percentile(values, 99) * 1000, 1) if values else None
 
 
+class Vacuum:
+    """What autovacuum would do (its default naptime is a minute): this machine's PostgreSQL runs
+    with ``autovacuum = off`` (a test server's setting), and without it no deleted or updated row's
+    space is ever reused, retention or not. Runs only when the server's autovacuum is off."""
+
+    def __init__(self, database_url: str, every_s: float):
+        self.engine = create_engine(database_url, isolation_level="AUTOCOMMIT")
+        self.every_s = every_s
+        self.runs: list[float] = []
+        self.stop = threading.Event()
+        with self.engine.connect() as conn:
+            self.needed = conn.execute(text("SHOW autovacuum")).scalar() == "off"
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every_s):
+            began = time.monotonic()
+            with self.engine.connect() as conn:
+                conn.execute(text("VACUUM (ANALYZE)"))
+            self.runs.append(round(time.monotonic() - began, 2))
+
+    def start(self) -> "Vacuum":
+        if self.needed and self.every_s > 0:
+            self.thread.start()
+        return self
+
+    def finish(self) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join(120)
+        self.engine.dispose()
+
+
 class Load:
     def __init__(self, server: BatonServer, key: str, chat_key: str, webhook_url: str, config_id: int,
                  receiver: ChatReceiver, args):
@@ -162,6 +198,11 @@ class Load:
                         self.lat.errors["chat_in"] += 1
                     break
 
+    def _health(self):
+        http = requests.Session()
+        while not self.stop.wait(self.args.pause_s):
+            self.lat.timed("healthz", lambda: http.get(f"{self.base}/healthz", timeout=60))
+
     def _starts(self):
         http = requests.Session()
         while not self.stop.wait(self.args.pause_s * 2):
@@ -180,7 +221,7 @@ class Load:
 
     def start(self) -> None:
         targets = ([self._webhooks] * self.args.webhook_clients + [self._chats] * self.args.chat_clients
-                   + [self._starts, self._operator])
+                   + [self._starts, self._operator, self._health])
         for target in targets:
             thread = threading.Thread(target=target, daemon=True)
             thread.start()
@@ -276,6 +317,7 @@ def run(args) -> dict:
 
         load = Load(server, api.key, chat_key, webhook_url, channel["config_id"], receiver, args)
         load.start()
+        vacuum = Vacuum(database_url, args.vacuum_every_s).start()
         print(f"warming up {args.warmup_s:.0f} s (retention fills the database to its level) ...", flush=True)
         time.sleep(args.warmup_s)
         rows: list[dict] = []
@@ -298,10 +340,16 @@ def run(args) -> dict:
                   + " ".join(f"{row['p99_ms'][k] if row['p99_ms'][k] is not None else '-':>13}" for k in KINDS),
                   flush=True)
         load.finish()
+        vacuum.finish()
         measures = {"rss_mb_" + name: (lambda r, n=name: r["rss_mb"][n]) for name in roots}
         measures.update({"fds_total": lambda r: sum(r["fds"].values()), "db_mb": lambda r: r["db_mb"],
                          "instances_stored": lambda r: r["instances_stored"]})
         measures.update({f"p99_ms_{kind}": (lambda r, k=kind: r["p99_ms"][k]) for kind in KINDS})
+        # Each kind's p99 over /healthz's in the same window: what is left once the machine's load
+        # (other processes on the shared cores) is divided out.
+        measures.update({f"p99_over_healthz_{kind}": (lambda r, k=kind: r["p99_ms"][k] / r["p99_ms"]["healthz"]
+                                                      if r["p99_ms"][k] and r["p99_ms"]["healthz"] else None)
+                         for kind in LOAD_KINDS})
         comparison = {}
         for name, key in measures.items():
             means = quarter_means(rows, key)
@@ -317,6 +365,9 @@ def run(args) -> dict:
                 "warmup_s": args.warmup_s, "minutes": args.minutes, "sample_s": args.sample_s,
                 "requests": answered, "errors": load.lat.errors, "first_errors": load.lat.first_errors,
                 "instances_started": rows[-1]["instances_started"] if rows else 0,
+                "vacuum": ({"by": "this bench (the server's autovacuum is off)", "every_s": args.vacuum_every_s,
+                            "seconds_each": vacuum.runs} if vacuum.needed and args.vacuum_every_s > 0
+                           else {"by": "autovacuum" if not vacuum.needed else "nobody"}),
                 "comparison": comparison, "samples": rows}
     finally:
         if load is not None:
@@ -337,6 +388,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--webhook-clients", type=int, default=2)
     parser.add_argument("--chat-clients", type=int, default=2)
     parser.add_argument("--retention-every-s", type=float, default=10.0)
+    parser.add_argument("--vacuum-every-s", type=float, default=60.0,
+                        help="VACUUM this often when the server's autovacuum is off (0: never)")
     parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     load_before = os.getloadavg()

@@ -115,8 +115,13 @@ def _instances_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int
     connection = db.session.connection()
     # An HTTP task's call or a thrown event still pending names its instance only in its payload:
     # nothing that ended after the oldest such job was queued is removed until it is done.
+    # A job kept aside after repeated failures (held) waits for an operator: only its own instance
+    # is kept, or one stuck job would stop retention for good.
     pending_since = connection.execute(select(func.min(Job.created_at)).where(
-        Job.tenant_id == tenant_id, Job.kind.in_((OPERATOR, THROWN)))).scalar()
+        Job.tenant_id == tenant_id, Job.kind.in_((OPERATOR, THROWN)), Job.run_at < jobs.HELD_UNTIL)).scalar()
+    held = {payload.get("instance_id") for payload in connection.execute(select(Job.payload).where(
+        Job.tenant_id == tenant_id, Job.kind.in_((OPERATOR, THROWN)), Job.run_at >= jobs.HELD_UNTIL)).scalars()
+        if isinstance(payload, dict)}
     # (A minute's margin: a thrower that ended in the advance that threw stamps its end a moment
     # before the job's creation.)
     horizon = cutoff if pending_since is None else min(cutoff, pending_since - timedelta(minutes=1))
@@ -124,7 +129,8 @@ def _instances_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int
     active_chat = exists().where(Conversation.instance_id == Instance.id, Conversation.status == "active")
     pick = (select(Instance.id)
             .where(Instance.tenant_id == tenant_id, Instance.completed_at < horizon, Instance.status.in_(ENDED),
-                   ~due_or_leased, ~active_chat)
+                   ~due_or_leased, ~active_chat,
+                   *([Instance.id.not_in(sorted(i for i in held if isinstance(i, int)))] if held else []))
             .order_by(Instance.completed_at, Instance.id).limit(limit))
     if is_postgres():  # a row a concurrent purge (or process.retry) holds is left to it
         pick = pick.with_for_update(of=Instance, skip_locked=True)
