@@ -7,6 +7,8 @@ real server); the server's clock is never touched.
 """
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from datetime import datetime, timedelta, timezone
 
@@ -17,7 +19,7 @@ from sqlalchemy import create_engine, func, select, update
 from engine.store.models import (AiDialog, Conversation, Delivery, EventSubscription, ExternalTask,
                                  IdempotencyRecord, InboundReceipt, Instance, Job, Message, Task)
 from tests.conftest import make_database_url
-from tests.harness import BatonServer, BatonWorker, RpcError, bpmn, drop_postgres_database
+from tests.harness import ROOT, BatonServer, BatonWorker, RpcError, bpmn, drop_postgres_database
 from tests.integration.test_webchat import accepted, create_channel, deploy_chat, eventually
 from tests.receiver import Answer, Receiver
 
@@ -268,5 +270,28 @@ def test_the_embedded_server_removes_on_its_schedule_and_counts_what_it_removed(
         [line] = [line for line in scraped.splitlines()
                   if line.startswith('baton_retention_removed_total{table="instances"}')]
         assert float(line.split()[1]) == 3.0
+    finally:
+        server.stop()
+
+
+def test_two_purges_at_once_remove_each_instance_once_and_fail_nothing(database, tmp_path):
+    """The job and the command (or two workers) may purge together: whether their batches of 10
+    interleave or not (both were seen), every aged instance is removed exactly once between them."""
+    url, engine = database
+    server = BatonServer(url, tmp_path, BATON_RETENTION_BATCH="10").start()
+    try:
+        api = server.api(server.create_tenant(f"ret-{uuid.uuid4().hex[:8]}"))
+        order = api.deploy(bpmn("webhook_order.bpmn"), code="order")["webhooks"][0]["url"]
+        old = [start_order(order) for _ in range(120)]
+        api.wait_until_idle(60)
+        age(engine, old)
+        command = [sys.executable, "-m", "flask", "--app", "app", "retention"]
+        both = [subprocess.Popen(command, cwd=ROOT, env=server.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                 text=True) for _ in range(2)]
+        outputs = [process.communicate(timeout=120) for process in both]
+        assert [process.returncode for process in both] == [0, 0], outputs
+        removed = [dict(line.split() for line in out.strip().splitlines()[1:]) for out, _ in outputs]
+        assert sum(int(r["instances"]) for r in removed) == 120
+        assert all(gone(api, instance_id) for instance_id in old)
     finally:
         server.stop()
