@@ -118,6 +118,7 @@ def start_order(url: str, **headers) -> int:
     return response.json()["instance_id"]
 
 
+@pytest.mark.slow
 def test_the_command_removes_old_ended_instances_and_what_hangs_off_them_and_nothing_else(
         database, receivers, tmp_path):
     url, engine = database
@@ -274,6 +275,7 @@ def test_the_embedded_server_removes_on_its_schedule_and_counts_what_it_removed(
         server.stop()
 
 
+@pytest.mark.slow
 def test_two_purges_at_once_remove_each_instance_once_and_fail_nothing(database, tmp_path):
     """The job and the command (or two workers) may purge together: whether their batches of 10
     interleave or not (both were seen), every aged instance is removed exactly once between them."""
