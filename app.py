@@ -11,6 +11,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, fields, replace
+from datetime import timedelta
 from pathlib import Path
 
 import click
@@ -59,10 +60,18 @@ class Settings:
     max_long_polls: int = 4                                         # BATON_MAX_LONG_POLLS (external.fetch_and_lock waiting at once)
     rate_limit_per_key: float = 0.0                                 # BATON_RATE_LIMIT_PER_KEY (requests/s; 0: off)
     rate_limit_per_webhook: float = 0.0                             # BATON_RATE_LIMIT_PER_WEBHOOK (requests/s; 0: off)
+    retention_days: float = 30.0                                    # BATON_RETENTION_DAYS (0: keep everything)
+    retention_every_s: float = 3600.0                               # BATON_RETENTION_EVERY_S (how often it runs)
+    retention_batch: int = 200                                      # BATON_RETENTION_BATCH (instances per transaction)
     log_level: str = "WARNING"                                      # BATON_LOG_LEVEL
     log_format: str = "text"                                        # BATON_LOG_FORMAT (text or json)
 
     ENV = {"database_url": "DATABASE_URL"}
+
+    @property
+    def retention(self) -> timedelta | None:
+        """How long ended instances are kept; None: for ever (``BATON_RETENTION_DAYS=0``)."""
+        return timedelta(days=self.retention_days) if self.retention_days > 0 else None
 
     @classmethod
     def from_mapping(cls, values: dict) -> "Settings":
@@ -134,6 +143,11 @@ class Baton:
         self.pool = WorkerPool(self.app, handlers, threads=threads, kinds=replace(calls, include=False) if split else None,
                                **common)
         self.pool.start()
+        if settings.retention is not None:
+            from engine import retention
+
+            with self.app.app_context():
+                retention.schedule()
         if split:
             self.call_pool = WorkerPool(self.app, handlers, threads=settings.call_threads, kinds=calls, name="call",
                                         claim_batch=1,  # a batch would wait for each slow call in turn
@@ -146,10 +160,11 @@ class Baton:
         from ai import build_provider
         from engine.chat.ai_dialogs import AiTurnRunner
         from engine.chat.messenger_calls import MessengerCalls
-        from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, THROWN, TIMER_START
+        from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, RETENTION, THROWN, TIMER_START
         from engine.outbound.delivery_runner import DeliveryRunner
         from engine.outbound.http import OutboundHttp
         from engine.outbound.http_tasks import HttpTaskRunner
+        from engine.retention import RetentionRunner
         from engine.runtime.routing import ThrownRunner
         from engine.runtime.runner import Runner
         from engine.runtime.timer_starts import TimerStartRunner
@@ -171,6 +186,9 @@ class Baton:
         handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale,
                                            channel_calls=MessengerCalls(settings.messenger_api_urls))
         handlers[AI_TURN] = AiTurnRunner(self.ai)
+        # Within half a lease per run (the rest right after), so that no other worker takes it over.
+        handlers[RETENTION] = RetentionRunner(settings.retention, every_s=settings.retention_every_s,
+                                              batch_size=settings.retention_batch, budget_s=settings.job_lease_s / 2)
         return handlers
 
     def start_worker_processes(self):
@@ -227,6 +245,9 @@ def quiet_spiff_loggers() -> None:
 
 def create_app(config: dict | None = None) -> Flask:
     settings = Settings.from_mapping({**os.environ, **(config or {})})
+    if settings.retention_days < 0 or settings.retention_every_s <= 0 or settings.retention_batch < 1:
+        raise ValueError("BATON_RETENTION_DAYS must be 0 (keep everything) or more, BATON_RETENTION_EVERY_S "
+                         "more than 0 and BATON_RETENTION_BATCH at least 1.")
     logs.configure(settings.log_level, settings.log_format)
     app = Flask(__name__, instance_path=str(ROOT / "instance"))
     app.config.update(
@@ -333,8 +354,33 @@ def _register_cli(app: Flask) -> None:
             tenant, key = create_tenant(name)
         except BatonError as exc:
             raise click.ClickException(exc.message) from exc
+        if app.extensions["baton"].settings.retention is not None:
+            from engine import retention
+
+            retention.schedule()  # the first tenant: retention has something to look after now
         click.echo(f"Created tenant '{tenant.name}' (id {tenant.id}). Admin API key:")
         click.echo(key)
+
+    @app.cli.command("retention")
+    @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,
+                  help="Remove what ended more than this many days ago [BATON_RETENTION_DAYS].")
+    def retention_command(days):
+        """Remove ended instances and what hangs off them, old sent deliveries, expired idempotency
+        records and inbound receipts, now; prints what it removed."""
+        from engine import retention
+        from engine.store.db import iso
+
+        settings = app.extensions["baton"].settings
+        kept = timedelta(days=days) if days is not None else settings.retention
+        if kept is None:
+            click.echo("Retention is off (BATON_RETENTION_DAYS=0): nothing removed. Use --days to remove once.")
+            return
+        report = retention.purge(kept, batch_size=settings.retention_batch)
+        longest = max(report.batch_seconds, default=0.0)
+        click.echo(f"Removed what ended before {iso(report.cutoff)} in {len(report.batch_seconds)} "
+                   f"transaction(s), the longest {longest * 1000:.0f} ms:")
+        for table in retention.TABLES:
+            click.echo(f"{table} {report.removed[table]}")
 
     @app.cli.command("worker")
     @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),

@@ -8,7 +8,8 @@ test, tests/unit/test_layering.py, holds every module to it):
     package     owns                                                          may import (of engine)
     (top)       use cases: auth, definitions, instances, tasks, external      anything below
                 tasks, messages, webhooks, forms, insight (the console's
-                views of runs), rate limits, gauges read at scrape time, errors
+                views of runs), rate limits, retention, gauges read at
+                scrape time, errors
     telemetry/  metrics (counters, histograms, their multiprocess files),     nothing
                 the ids a log line carries, the log format
     store/      models, database setup, the one write path, paging,           errors, telemetry

@@ -3,7 +3,7 @@
 Instance jobs (their instance's jobs run one at a time, in order) are handled by the runner;
 the others by their own handlers: ``timer_start`` (runtime.timer_starts), ``operator``
 (outbound.http_tasks), ``deliver`` (outbound.delivery), ``ai_turn`` (chat.ai_dialogs), ``thrown``
-(runtime.routing).
+(runtime.routing), ``retention`` (engine.retention).
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ OPERATOR = "operator"                # an HTTP task calls out
 DELIVER = "deliver"                  # a signed outbound delivery (chat answer, CRM event)
 AI_TURN = "ai_turn"                  # an AI dialog answers the customer's pending messages
 THROWN = "thrown"                    # the messages and signals one advance threw, for other instances
+RETENTION = "retention"              # the recurring purge of what ended long ago (engine.retention)
 
 # Kinds that wait on another server: run by call threads, so a slow model or receiver never
 # holds up the engine threads (timers, starts, other chats).

@@ -70,7 +70,8 @@ class Message(db.Model):
     a pressed ``button_id``; the ``buttons`` sent with an answer); None for plain text."""
 
     __tablename__ = "messages"
-    __table_args__ = (Index("ix_messages_conversation_id", "conversation_id", "id"),)
+    __table_args__ = (Index("ix_messages_conversation_id", "conversation_id", "id"),
+                      Index("ix_messages_delivery_id", "delivery_id"))  # retention: is a delivery still shown?
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
     conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id"))

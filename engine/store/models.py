@@ -86,7 +86,8 @@ class Instance(db.Model):
 
     __tablename__ = "instances"
     __table_args__ = (Index("ix_instances_tenant_status_id", "tenant_id", "status", "id"),
-                      Index("ix_instances_tenant_definition_id", "tenant_id", "definition_id", "id"))
+                      Index("ix_instances_tenant_definition_id", "tenant_id", "definition_id", "id"),
+                      Index("ix_instances_tenant_completed_at", "tenant_id", "completed_at"))  # retention
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
     definition_id: Mapped[int] = mapped_column(ForeignKey("definitions.id"))
@@ -169,7 +170,8 @@ class Delivery(db.Model):
     __tablename__ = "deliveries"
     __table_args__ = (Index("ix_deliveries_ordering", "ordering_key", "id"),
                       Index("ix_deliveries_tenant_status_id", "tenant_id", "status", "id"),
-                      Index("ix_deliveries_channel_external_id", "channel_id", "external_id"))
+                      Index("ix_deliveries_channel_external_id", "channel_id", "external_id"),
+                      Index("ix_deliveries_tenant_status_sent_at", "tenant_id", "status", "sent_at"))  # retention
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
     channel_id: Mapped[int | None] = mapped_column(ForeignKey("channels.id"))

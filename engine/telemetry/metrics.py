@@ -63,3 +63,7 @@ WEBHOOK_REFUSALS = Counter(
     "baton_webhook_refusals_total", "Inbound webhook calls refused, by the error's reason.", ["reason"])
 RATE_LIMITED = Counter(
     "baton_rate_limited_total", "Requests refused with 429 by a rate limit (api_key or webhook).", ["limit"])
+
+# -- retention (engine.retention) --
+RETENTION_REMOVED = Counter(
+    "baton_retention_removed_total", "Rows removed by retention (the job or the command), by table.", ["table"])

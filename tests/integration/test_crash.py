@@ -104,7 +104,8 @@ def read_instances(engine) -> dict[int, tuple[str, dict]]:
 
 def read_jobs(engine) -> list:
     with engine.connect() as conn:
-        return conn.execute(text("SELECT id, instance_id, kind, locked_by, locked_until, attempts FROM jobs")).all()
+        return conn.execute(text("SELECT id, instance_id, kind, locked_by, locked_until, attempts FROM jobs "
+                                 "WHERE kind <> 'retention'")).all()  # (retention: a schedule, always there)
 
 
 def snapshot_engine(backend: str, database_url: str, snapshot_dir: Path):

@@ -95,7 +95,7 @@ def test_killed_worker_process_is_replaced_and_no_start_is_lost(backend, own_dat
             wait_for(all_completed, 120, "every instance completed")
             with engine.connect() as conn:
                 rows = conn.execute(text("SELECT id, status FROM instances")).all()
-                jobs_left = conn.execute(text("SELECT count(*) FROM jobs")).scalar()
+                jobs_left = conn.execute(text("SELECT count(*) FROM jobs WHERE kind <> 'retention'")).scalar()
         finally:
             engine.dispose()
         assert sorted(r.id for r in rows) == sorted(answered.values())  # one instance per call

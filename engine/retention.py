@@ -1,0 +1,251 @@
+"""Retention: what ended long ago is removed, so that storage stays bounded (``BATON_RETENTION_DAYS``).
+
+Removed, tenant by tenant, in small transactions (``batch_size`` rows each, so no lock is held
+for long and other writers interleave between batches):
+
+- instances that ended (completed, failed, cancelled) before the cutoff, with everything that
+  hangs off them: human tasks, external tasks, event subscriptions, their jobs (a failed
+  instance's held jobs), AI dialogs, and their conversations (closed when the instance ended)
+  with those conversations' messages;
+- deliveries sent before the cutoff that no remaining message points to (CRM task events, and
+  the answers of the conversations just removed);
+- idempotency records older than their 24-hour window (whatever the retention);
+- messenger inbound receipts older than the cutoff and older than 7 days (messengers retry a
+  call for up to a week; a receipt younger than that still stops a duplicate).
+
+Never removed: a running instance (nor one that is running again after ``process.retry``), an
+ended instance that still has a due or leased job (it is removed on a later pass, once the job is
+done), an instance whose conversation is still active, a conversation of a running instance
+(closed or not), a queued or dead delivery (a dead one waits for ``delivery.retry``), and anything
+that ended after an HTTP task call or thrown event of the tenant that is still pending (such a
+job names its instance only in its payload). Everything else a running instance uses is its own
+row: call activities run inside their parent's state, so no other instance's rows are needed.
+
+Runs as one recurring ``retention`` job (every ``BATON_RETENTION_EVERY_S``; ``schedule`` makes
+sure it exists, ``RetentionRunner`` handles it) and by ``flask --app app retention``. Both may run
+at once, and two workers may: each batch picks its rows anew (on PostgreSQL skipping rows another
+purge has locked), so a second run only finds less to do.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Callable
+
+from sqlalchemy import delete, exists, func, or_, select, text, update
+
+from engine import jobs
+from engine.jobs.kinds import OPERATOR, RETENTION, THROWN
+from engine.store.db import db, is_postgres, utcnow
+from engine.telemetry import metrics
+from engine.store.models import (AiDialog, Conversation, Delivery, EventSubscription, ExternalTask,
+                                 IdempotencyRecord, InboundReceipt, Instance, Job, Message, Task, Tenant,
+                                 WebhookRoute)
+
+log = logging.getLogger("baton.retention")
+
+ENDED = ("completed", "failed", "cancelled")
+IDEMPOTENCY_WINDOW = timedelta(hours=24)  # the contract's replay window (§4.1)
+RECEIPT_MIN_AGE = timedelta(days=7)       # WhatsApp retries an undelivered notification for up to 7 days
+# Every table retention removes rows from, in the order the command prints them.
+TABLES = ("instances", "tasks", "external_tasks", "event_subscriptions", "jobs", "ai_dialogs",
+          "conversations", "messages", "deliveries", "idempotency_records", "inbound_receipts")
+_SCHEDULE_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:namespace AS integer), 0)")
+_LOCK_NAMESPACE = 0x4252544E  # "BRTN"
+
+
+@dataclass
+class Purge:
+    """What one purge removed (rows by table), how long each batch's transaction took, and whether
+    it got through everything (False: it stopped at its time budget; the rest is for the next run)."""
+
+    removed: Counter = field(default_factory=Counter)
+    batch_seconds: list[float] = field(default_factory=list)
+    finished: bool = True
+    cutoff: datetime | None = None
+
+
+def purge(retention: timedelta, *, batch_size: int = 200, budget_s: float | None = None,
+          now: datetime | None = None, rest: float = 1.0) -> Purge:
+    """Remove what ended before ``now - retention`` (see the module's docstring), one batch per
+    transaction; each batch commits. Stops early (``finished`` False) once ``budget_s`` is spent.
+
+    After each batch it rests ``rest`` times as long as the batch took: on SQLite a batch holds
+    the one write lock, and back-to-back batches made every other writer queue behind the purge
+    (bench/retention.py: concurrent webhook starts 10x slower at p50 without a rest)."""
+    now = utcnow() if now is None else now
+    report = Purge(cutoff=now - retention)
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    tenant_ids = db.session.execute(select(Tenant.id).order_by(Tenant.id)).scalars().all()
+    db.session.rollback()
+    steps: tuple[Callable[[int, datetime, datetime, int], tuple[int, Counter]], ...] = (
+        _instances_batch, _deliveries_batch, _idempotency_batch, _receipts_batch)
+    for tenant_id in tenant_ids:
+        for step in steps:
+            while True:
+                if deadline is not None and time.monotonic() > deadline:
+                    report.finished = False
+                    return report
+                started = time.perf_counter()
+                try:
+                    picked, removed = step(tenant_id, report.cutoff, now, batch_size)
+                    db.session.commit()
+                except Exception:
+                    db.session.rollback()
+                    raise
+                took = time.perf_counter() - started
+                report.batch_seconds.append(took)
+                report.removed.update(removed)
+                for table, rows in removed.items():
+                    metrics.RETENTION_REMOVED.labels(table).inc(rows)
+                if picked < batch_size:
+                    break
+                time.sleep(took * rest)
+    return report
+
+
+def _ids_in(connection, query) -> list[int]:
+    return list(connection.execute(query).scalars())
+
+
+def _instances_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
+    connection = db.session.connection()
+    # An HTTP task's call or a thrown event still pending names its instance only in its payload:
+    # nothing that ended after the oldest such job was queued is removed until it is done.
+    # A job kept aside after repeated failures (held) waits for an operator: only its own instance
+    # is kept, or one stuck job would stop retention for good.
+    pending_since = connection.execute(select(func.min(Job.created_at)).where(
+        Job.tenant_id == tenant_id, Job.kind.in_((OPERATOR, THROWN)), Job.run_at < jobs.HELD_UNTIL)).scalar()
+    held = {payload.get("instance_id") for payload in connection.execute(select(Job.payload).where(
+        Job.tenant_id == tenant_id, Job.kind.in_((OPERATOR, THROWN)), Job.run_at >= jobs.HELD_UNTIL)).scalars()
+        if isinstance(payload, dict)}
+    # (A minute's margin: a thrower that ended in the advance that threw stamps its end a moment
+    # before the job's creation.)
+    horizon = cutoff if pending_since is None else min(cutoff, pending_since - timedelta(minutes=1))
+    due_or_leased = exists().where(Job.instance_id == Instance.id, Job.run_at < jobs.HELD_UNTIL)
+    active_chat = exists().where(Conversation.instance_id == Instance.id, Conversation.status == "active")
+    pick = (select(Instance.id)
+            .where(Instance.tenant_id == tenant_id, Instance.completed_at < horizon, Instance.status.in_(ENDED),
+                   ~due_or_leased, ~active_chat,
+                   *([Instance.id.not_in(sorted(i for i in held if isinstance(i, int)))] if held else []))
+            .order_by(Instance.completed_at, Instance.id).limit(limit))
+    if is_postgres():  # a row a concurrent purge (or process.retry) holds is left to it
+        pick = pick.with_for_update(of=Instance, skip_locked=True)
+    ids = _ids_in(connection, pick)
+    removed: Counter = Counter()
+    if not ids:
+        return 0, removed
+    chats = _ids_in(connection, select(Conversation.id).where(Conversation.instance_id.in_(ids)))
+
+    def remove(name: str, statement) -> None:
+        removed[name] += connection.execute(statement).rowcount
+
+    if chats:
+        remove("messages", delete(Message).where(Message.conversation_id.in_(chats)))
+    remove("ai_dialogs", delete(AiDialog).where(
+        or_(AiDialog.instance_id.in_(ids), AiDialog.conversation_id.in_(chats)) if chats
+        else AiDialog.instance_id.in_(ids)))
+    if chats:
+        remove("conversations", delete(Conversation).where(Conversation.id.in_(chats)))
+    for name, model in (("tasks", Task), ("external_tasks", ExternalTask),
+                        ("event_subscriptions", EventSubscription), ("jobs", Job)):
+        remove(name, delete(model).where(model.instance_id.in_(ids)))
+    remove("instances", delete(Instance).where(Instance.id.in_(ids), Instance.status.in_(ENDED)))
+    return len(ids), removed
+
+
+def _deliveries_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
+    connection = db.session.connection()
+    pick = (select(Delivery.id)
+            .where(Delivery.tenant_id == tenant_id, Delivery.status == "sent", Delivery.sent_at < cutoff,
+                   ~exists().where(Message.delivery_id == Delivery.id))
+            .order_by(Delivery.sent_at, Delivery.id).limit(limit))
+    ids = _ids_in(connection, pick)
+    if not ids:
+        return 0, Counter()
+    # Still sent when deleted: a messenger's late "failed" receipt makes a delivery dead, and kept.
+    gone = connection.execute(delete(Delivery).where(Delivery.id.in_(ids), Delivery.status == "sent")).rowcount
+    return len(ids), Counter(deliveries=gone)
+
+
+def _idempotency_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
+    connection = db.session.connection()
+    routes = select(WebhookRoute.id).where(WebhookRoute.tenant_id == tenant_id)
+    ids = _ids_in(connection, select(IdempotencyRecord.id).where(
+        IdempotencyRecord.route_id.in_(routes), IdempotencyRecord.created_at < now - IDEMPOTENCY_WINDOW)
+        .limit(limit))
+    if not ids:
+        return 0, Counter()
+    gone = connection.execute(delete(IdempotencyRecord).where(IdempotencyRecord.id.in_(ids))).rowcount
+    return len(ids), Counter(idempotency_records=gone)
+
+
+def _receipts_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
+    connection = db.session.connection()
+    ids = _ids_in(connection, select(InboundReceipt.id).where(
+        InboundReceipt.tenant_id == tenant_id, InboundReceipt.created_at < min(cutoff, now - RECEIPT_MIN_AGE))
+        .limit(limit))
+    if not ids:
+        return 0, Counter()
+    gone = connection.execute(delete(InboundReceipt).where(InboundReceipt.id.in_(ids))).rowcount
+    return len(ids), Counter(inbound_receipts=gone)
+
+
+# --- the recurring job ------------------------------------------------------------------------
+
+def schedule() -> bool:
+    """Make sure the one ``retention`` job exists (due now when it is new); commits. True when it
+    was added. The job row belongs to the first tenant (a job needs one); it purges every tenant.
+    Nothing is scheduled before a tenant exists: there is nothing to remove."""
+    if is_postgres():  # two processes starting at once must not both add one
+        db.session.execute(_SCHEDULE_LOCK, {"namespace": _LOCK_NAMESPACE})
+    found = db.session.execute(select(Job.id).where(Job.kind == RETENTION).limit(1)).first()
+    owner = None if found is not None else db.session.execute(select(func.min(Tenant.id))).scalar()
+    if owner is None:
+        db.session.rollback()
+        return False
+    jobs.enqueue(owner, RETENTION)
+    db.session.commit()
+    return True
+
+
+class RetentionRunner:
+    """Job handler for the ``retention`` job: purges within a time budget (shorter than the job's
+    lease, so no second worker takes it over meanwhile), then moves its own row to the next run:
+    at once when the budget ran out (other due jobs go first: they are older), else ``every_s`` on.
+    ``retention`` None or zero: removes nothing, and keeps the schedule for processes configured
+    to remove."""
+
+    def __init__(self, retention: timedelta | None, *, every_s: float, batch_size: int, budget_s: float):
+        self.retention = retention if retention else None
+        self.every_s = every_s
+        self.batch_size = batch_size
+        self.budget_s = budget_s
+
+    def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+        # A second retention job (two processes scheduled one at the same moment) is dropped by
+        # the first: the oldest row is the schedule.
+        db.session.execute(delete(Job).where(Job.kind == RETENTION, Job.id > job.id))
+        db.session.commit()
+        finished = True
+        if self.retention is not None:
+            report = purge(self.retention, batch_size=self.batch_size, budget_s=self.budget_s)
+            finished = report.finished
+            if report.removed:
+                log.info("retention removed %s", dict(report.removed))
+        _reschedule(job, worker_id, 0.0 if not finished else self.every_s)
+
+    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+        """Failing again and again (the log has why): the schedule goes on at the next period."""
+        _reschedule(job, worker_id, self.every_s)
+
+
+def _reschedule(job: jobs.ClaimedJob, worker_id: str, delay_s: float) -> None:
+    db.session.rollback()
+    db.session.execute(update(Job).where(Job.id == job.id, Job.locked_by == worker_id).values(
+        run_at=utcnow() + timedelta(seconds=delay_s), locked_by=None, locked_until=None, attempts=0,
+        last_error=None))
+    db.session.commit()
