@@ -213,10 +213,10 @@ def send(tenant_id: int, binding_id: int, text: str) -> dict[str, Any]:
     conversation = _get(tenant_id, binding_id, lock=True)
     if conversation.status != "active":
         raise ConflictError(f"Conversation {binding_id} is {conversation.status}; it takes no more messages.")
-    message = outbox.record_outgoing(outbox.ActiveConversation(
+    message_id = outbox.record_outgoing(outbox.ActiveConversation(
         conversation.id, conversation.tenant_id, conversation.channel_id, conversation.chat_id), text, "operator")
     db.session.commit()
-    return {"binding_id": binding_id, "message_id": message.id, "status": "queued"}
+    return {"binding_id": binding_id, "message_id": message_id, "status": "queued"}
 
 
 def list_conversations(tenant_id: int, *, channel_type: str | None, page: int, per_page: int) -> dict[str, Any]:

@@ -3,7 +3,8 @@ the cost of a step does not grow with the instance's history.
 
 SpiffWorkflow 3.2 keeps every task an instance ever ran: a loop adds tasks per pass, and every save
 serialized, and every load and engine step walked, all of them (a loop of 500 waits ran past the
-depth guardrail, and a step at pass 100 cost six times one at pass 10). Before a save, ``prune``
+depth guardrail, and a step at pass 100 cost six times one at pass 10). Before a save of a tree
+larger than ``PRUNE_ABOVE`` tasks (smaller ones, most instances, are saved whole), ``prune``
 removes the finished tasks that nothing will read again, re-attaches the kept tasks to their
 nearest kept ancestor, and returns a row per removed element (what ``process.path`` shows:
 ``[at, process, task spec, from element, state]``), which the save appends to ``instance_steps``
@@ -36,6 +37,9 @@ from SpiffWorkflow.bpmn.specs.mixins.events.end_event import EndEvent
 from SpiffWorkflow.bpmn.specs.mixins.unstructured_join import UnstructuredJoin
 from SpiffWorkflow.util.task import TaskState
 
+# A tree of at most this many tasks (subprocesses' included) is saved whole: most instances end
+# below it and never pay for a pass or a row; one that loops is pruned whenever it grows past it.
+PRUNE_ABOVE = 40
 FROM = "baton_from"  # internal_data key: the element a re-attached task's flow came from (or None)
 _GONE = TaskState.COMPLETED | TaskState.CANCELLED  # what may be removed; ERROR stays for retry
 _ALWAYS = ("Start", "End")
@@ -45,6 +49,8 @@ def prune(workflow) -> list[list[Any]]:
     """Remove what ``workflow`` (a BpmnWorkflow, changed in place) no longer needs; the path rows
     of the removed elements, oldest first."""
     rows: list[list[Any]] = []
+    if len(workflow.tasks) + sum(len(sub.tasks) for sub in workflow.subprocesses.values()) <= PRUNE_ABOVE:
+        return rows
     _prune(workflow, workflow, rows)
     for task_id in list(workflow.subprocesses):
         subprocess = workflow.subprocesses.get(task_id)  # gone: removed with its removed parent

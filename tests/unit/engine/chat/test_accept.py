@@ -11,10 +11,10 @@ from sqlalchemy import delete, select, text
 
 from engine import definitions
 from engine.auth import create_tenant
-from engine.chat import channel_configs, conversations
+from engine.chat import channel_configs, conversations, outbox
 from engine.jobs.kinds import CHAT_MESSAGE, START
 from engine.store.db import db
-from engine.store.models import Channel, Conversation, Instance, Job, Message
+from engine.store.models import Channel, Conversation, Delivery, Instance, Job, Message
 from tests.harness import bpmn
 
 TIMES = ("started_at", "last_message_at", "created_at", "run_at")
@@ -91,4 +91,37 @@ def test_a_later_message_touches_the_conversation_and_queues_a_chat_message(chan
     assert job["payload"] == {"variables": {
         "message_text": "two", "external_username": "Ann", "external_user_id": "u-2", "channel": "webchat",
         "chat_id": "c-2", "binding_id": first["binding_id"]}}
+    db.session.rollback()
+
+
+def test_an_operator_reply_writes_its_message_and_delivery(channel):
+    tenant_id, config_id, _definition_id = channel
+    first = _say(config_id, "c-3", "help?")
+    sent = conversations.send(tenant_id, first["binding_id"], "On it ✓")
+
+    message = _row(Message, Message.id == sent["message_id"])
+    delivery_id = message.pop("delivery_id")
+    assert message == {"id": sent["message_id"], "tenant_id": tenant_id, "conversation_id": first["binding_id"],
+                       "direction": "out", "author": "operator", "text": "On it ✓", "reply_to_id": None,
+                       "content": None}
+    queued = db.session.execute(select(Delivery.tenant_id, Delivery.channel_id, Delivery.ordering_key,
+                                       Delivery.status, Delivery.body).where(Delivery.id == delivery_id)).one()
+    assert queued[:4] == (tenant_id, config_id, f"{config_id}:c-3", "queued")
+    assert '"text":"On it ✓"' in queued.body and '"chat_id":"c-3"' in queued.body
+    stored = db.session.execute(text("SELECT content IS NULL FROM messages WHERE id = :id"),
+                                {"id": sent["message_id"]}).scalar_one()
+    assert stored in (False, 0)  # the JSON text null, as the ORM wrote it
+    db.session.rollback()
+
+
+def test_an_ended_instance_closes_its_conversation(channel):
+    _tenant_id, config_id, _definition_id = channel
+    first = _say(config_id, "c-4", "bye")
+    outbox.close_for_instance(first["instance_id"])
+    db.session.commit()
+
+    conversation = db.session.execute(select(Conversation.status, Conversation.closed_at)
+                                      .where(Conversation.id == first["binding_id"])).one()
+    assert conversation.status == "closed" and conversation.closed_at is not None
+    assert outbox.active_conversation(first["instance_id"]) is None
     db.session.rollback()

@@ -71,31 +71,32 @@ def _shape(steps, flows):
 
 
 def test_a_loop_keeps_a_tree_of_one_size_however_many_passes_it_made(deployed, script_engine):
-    _tenant, _definition, _cache, specs = deployed
+    tenant_id, definition_id, cache, specs = deployed
     passes = 300  # past the depth where the whole tree failed (~266 passes of three elements)
     sizes = {}
 
     def measure(number, outcome):
-        if number - len(TOUR) in (10, passes - 1):
-            tree = json.loads(outcome.state)
-            sizes[number - len(TOUR)] = (len(json.loads(outcome.state)["tasks"]), len(outcome.state), tree)
+        sizes[number - len(TOUR)] = (len(json.loads(outcome.state)["tasks"]), len(outcome.state))
 
     outcome, logged = _pruned_run(specs, script_engine, TOUR + ["tick"] * passes, passes, on_save=measure)
 
     assert outcome.status == "completed" and outcome.variables["counter"] == passes
     assert outcome.output_keys == ["counter"]
-    (tasks_10, bytes_10, _), (tasks_last, bytes_last, _) = sizes[10], sizes[passes - 1]
-    assert tasks_last == tasks_10
-    assert bytes_last <= 1.1 * bytes_10
+    early = [sizes[n] for n in range(10, 60)]
+    late = [sizes[n] for n in range(passes - 50, passes)]
+    assert max(tasks for tasks, _ in late) <= max(tasks for tasks, _ in early) <= pruning.PRUNE_ABOVE + 5
+    assert max(size for _, size in late) <= 1.1 * max(size for _, size in early)
     assert not json.loads(outcome.state)["subprocesses"]  # the finished subprocess went with its task
-    # Every element passed is logged exactly once: 3 per pass, the tour's, start and end.
-    logged_ids = Counter(row[2] for row in logged)
-    assert logged_ids["wait"] == logged_ids["count"] == logged_ids["again"] == passes
+    # Every element passed is in the rows or the tree, exactly once.
+    steps, _ = read_path(cache, tenant_id, definition_id, outcome.state, logged)
+    passed = Counter(s.element["element_id"] for s in steps if s.state == "completed")
+    assert passed["wait"] == passed["count"] == passed["again"] == passes
+    assert passed["start"] == passed["end"] == passed["join"] == 1
 
 
 def test_the_path_read_from_a_pruned_tree_and_its_rows_is_the_whole_trees(deployed, script_engine):
     tenant_id, definition_id, cache, specs = deployed
-    for messages, target in ((TOUR + ["tick"] * 5, 5), (TOUR[:2], 5), (TOUR + ["tick"] * 2, 5)):
+    for messages, target in ((TOUR + ["tick"] * 30, 30), (TOUR + ["tick"] * 17, 30), (TOUR[:2], 5)):
         outcome, logged = _pruned_run(specs, script_engine, messages, target)
         whole = _whole_run(specs, script_engine, messages, target)
 
@@ -103,7 +104,7 @@ def test_the_path_read_from_a_pruned_tree_and_its_rows_is_the_whole_trees(deploy
         whole_path = read_path(cache, tenant_id, definition_id, whole, [])
 
         assert _shape(*pruned_path) == _shape(*whole_path), messages
-        assert len(outcome.state) < len(whole)
+        assert len(outcome.state) < len(whole) or len(messages) < len(TOUR)
         steps, flows = pruned_path
         assert {("r1", "join"), ("r2", "join"), ("r3", "join"), ("inner_start", "inner_wait")} <= set(flows) \
             or len(messages) < len(TOUR)
@@ -111,8 +112,8 @@ def test_the_path_read_from_a_pruned_tree_and_its_rows_is_the_whole_trees(deploy
 
 def test_a_whole_tree_of_version_1_loads_and_is_pruned_by_its_next_save(deployed, script_engine):
     tenant_id, definition_id, cache, specs = deployed
-    messages = TOUR + ["tick"] * 4
-    whole = json.loads(_whole_run(specs, script_engine, messages, 10))
+    messages = TOUR + ["tick"] * 20
+    whole = json.loads(_whole_run(specs, script_engine, messages, 30))
     whole[state_versions.VERSION_KEY] = 1  # as the build before pruning wrote it
     old_state = json.dumps(whole)
     old_path = read_path(cache, tenant_id, definition_id, old_state, [])
