@@ -45,11 +45,11 @@ _GONE = TaskState.COMPLETED | TaskState.CANCELLED  # what may be removed; ERROR 
 _ALWAYS = ("Start", "End")
 
 
-def prune(workflow) -> list[list[Any]]:
-    """Remove what ``workflow`` (a BpmnWorkflow, changed in place) no longer needs; the path rows
-    of the removed elements, oldest first."""
+def prune(workflow, above: int = PRUNE_ABOVE) -> list[list[Any]]:
+    """Remove what ``workflow`` (a BpmnWorkflow, changed in place) no longer needs, if it holds more
+    than ``above`` tasks; the path rows of the removed elements, oldest first."""
     rows: list[list[Any]] = []
-    if len(workflow.tasks) + sum(len(sub.tasks) for sub in workflow.subprocesses.values()) <= PRUNE_ABOVE:
+    if len(workflow.tasks) + sum(len(sub.tasks) for sub in workflow.subprocesses.values()) <= above:
         return rows
     _prune(workflow, workflow, rows)
     for task_id in list(workflow.subprocesses):
