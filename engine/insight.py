@@ -17,7 +17,8 @@ from engine.errors import NotFoundError
 from engine.instances import LIST_COLUMNS, list_item, shown_waiting_for
 from engine.runtime.outcome import kind_of
 from engine.store.db import db, is_postgres, iso
-from engine.store.models import Definition, Instance, Task
+from engine.store.models import Definition, Instance, InstanceSteps, Task
+from engine.store.pruning import FROM
 from engine.store.paging import page_of
 from engine.store.workflows import SpecCache
 
@@ -41,7 +42,8 @@ def instance_path(tenant_id: int, instance_id: int, specs: SpecCache) -> dict[st
     ).where(Instance.tenant_id == tenant_id, Instance.id == instance_id)).first()
     if row is None:
         raise NotFoundError(f"Instance {instance_id} not found.")
-    steps, flows = read_path(specs, tenant_id, row.definition_id, row.state)
+    logged = _logged_steps(tenant_id, [row.id]).get(row.id, [])
+    steps, flows = read_path(specs, tenant_id, row.definition_id, row.state, logged)
     passed: dict[str, dict[str, Any]] = {}
     live_since: dict[str, float] = {}
     for step in steps:
@@ -66,89 +68,161 @@ def instance_path(tenant_id: int, instance_id: int, specs: SpecCache) -> dict[st
     }
 
 
-def read_path(specs: SpecCache, tenant_id: int, definition_id: int,
-              state: str | None) -> tuple[list[Step], list[tuple[str, str]]]:
+def _logged_steps(tenant_id: int, instance_ids: list[int]) -> dict[int, list[list[Any]]]:
+    """The path rows pruned from these instances' trees (``instance_steps``), oldest first."""
+    found: dict[int, list[list[Any]]] = {}
+    if not instance_ids:
+        return found
+    for instance_id, rows in db.session.execute(
+            select(InstanceSteps.instance_id, InstanceSteps.steps)
+            .where(InstanceSteps.tenant_id == tenant_id, InstanceSteps.instance_id.in_(instance_ids))
+            .order_by(InstanceSteps.instance_id, InstanceSteps.id)):
+        found.setdefault(instance_id, []).extend(rows)
+    return found
+
+
+def read_path(specs: SpecCache, tenant_id: int, definition_id: int, state: str | None,
+              logged: list[list[Any]] = ()) -> tuple[list[Step], list[tuple[str, str]]]:
     """The steps of an instance, oldest first, and the distinct (from, to) element pairs it went
     along: the one reader of a path from what is stored (no workflow is restored, nothing runs).
 
-    It relies on ``instances.state`` being the whole SpiffWorkflow 3.2 task tree as
+    What is stored is two parts, which never overlap: the rows of ``instance_steps`` (``logged``:
+    ``[at, process, task spec, from element, TaskState]`` for each element pruned from the tree,
+    ``engine.store.pruning``) and the pruned tree in ``instances.state`` as
     ``engine.store.workflows.dump_workflow`` writes it: ``tasks`` (and, per embedded subprocess,
     ``subprocesses[id].tasks`` with ``spec``) maps a task id to its ``task_spec`` name, ``state``
-    (a ``TaskState`` bit), ``parent`` id and ``last_state_change`` (epoch seconds); every task an
-    instance ever ran stays in the tree (a loop adds a task per pass), and the definition's spec
-    names each task spec's ``bpmn_id``. It reads none of Baton's own keys (``state_versions``).
-    If finished parts of the tree are pruned (and a compact path log kept instead), this function
-    reads that log; nothing else here changes.
+    (a ``TaskState`` bit), ``parent`` id and ``last_state_change`` (epoch seconds); a task whose
+    parent was pruned names the element its flow came from in ``internal_data["baton_from"]``. A
+    Baton state of version 1 is a whole tree and has no rows. The definition's spec names each
+    task spec's ``bpmn_id``.
     """
-    if not state:
+    if not state and not logged:
         return [], []
     spec, own_subprocesses = specs.get(tenant_id, definition_id)
-    tree = json.loads(state)
+    shown = {spec.name: spec, **{name: sub for name, sub in own_subprocesses.items()}}
     steps: list[Step] = []
     flows: dict[tuple[str, str], None] = {}
-    _walk_workflow(tree, spec, steps, flows)
+    walks = [_Walk(spec)]
+    walks[0].add_logged(logged, shown, steps, flows)
+    tree = json.loads(state) if state else {}
+    walks[0].add_tree(tree)
     for sub in (tree.get("subprocesses") or {}).values():
         # Embedded subprocesses are drawn in this diagram; a call activity's called process is not.
         sub_spec = own_subprocesses.get(sub.get("spec"))
         if sub_spec is not None:
-            _walk_workflow(sub, sub_spec, steps, flows)
+            walks.append(_Walk(sub_spec))
+            walks[-1].add_tree(sub)
+    completed = set(walks[0].completed_logged)
+    for walk in walks:
+        completed |= walk.completed_in_tree()
+    walks[0].settle_logged(completed, steps, flows)
+    for walk in walks:
+        walk.settle_tree(completed, steps, flows)
     steps.sort(key=lambda step: step.at)
     return steps, list(flows)
 
 
-def _walk_workflow(tree: dict, spec, steps: list, flows: dict) -> None:
-    tasks: dict[str, dict] = tree.get("tasks") or {}
-    elements: dict[str, dict[str, Any] | None] = {}
+class _Walk:
+    """The elements of one (sub)process's tree, and of the rows logged for any of them."""
 
-    def element(task: dict) -> dict[str, Any] | None:
-        name = task.get("task_spec")
-        if name not in elements:
-            task_spec = spec.task_specs.get(name)
+    def __init__(self, spec):
+        self.spec = spec
+        self.tasks: dict[str, dict] = {}
+        self.elements: dict[tuple[str, str], dict[str, Any] | None] = {}
+        self.logged: list[tuple[float, dict[str, Any], str | None, int]] = []
+        self.completed_logged: set[str] = set()
+        self.visible_parent: dict[str, str | None] = {}
+
+    def element(self, task_spec_name: str, spec=None) -> dict[str, Any] | None:
+        spec = spec or self.spec
+        key = (spec.name, task_spec_name)
+        if key not in self.elements:
+            task_spec = spec.task_specs.get(task_spec_name)
             bpmn_id = getattr(task_spec, "bpmn_id", None)
-            elements[name] = None if not bpmn_id else {
+            self.elements[key] = None if not bpmn_id else {
                 "element_id": bpmn_id, "name": getattr(task_spec, "bpmn_name", None), "kind": kind_of(task_spec)}
-        return elements[name]
+        return self.elements[key]
 
-    visible_parent: dict[str, str | None] = {}
+    def add_logged(self, logged, shown: dict, steps: list, flows: dict) -> None:
+        for at, process, task_spec_name, source, state in logged:
+            spec = shown.get(process)
+            element = self.element(task_spec_name, spec) if spec is not None else None
+            if element is None:
+                continue  # a called process's element: not drawn in this diagram
+            self.logged.append((at, element, source, state))
+            if state == TaskState.COMPLETED:
+                self.completed_logged.add(element["element_id"])
 
-    def source_of(task: dict) -> str | None:
-        """The element of the nearest visible ancestor (hidden engine specs sit between elements)."""
-        chain, parent_id, found = [], task.get("parent"), None
-        while parent_id is not None and parent_id in tasks:
-            if parent_id in visible_parent:
-                found = visible_parent[parent_id]
+    def settle_logged(self, completed: set[str], steps: list, flows: dict) -> None:
+        for at, element, source, state in self.logged:
+            kind = _kind(state, element["element_id"], completed)
+            if kind is False:
+                continue
+            if kind is not None:
+                steps.append(Step(at or 0.0, element, kind))
+            if source is not None:
+                flows[(source, element["element_id"])] = None
+
+    def add_tree(self, tree: dict) -> None:
+        self.tasks = tree.get("tasks") or {}
+
+    def completed_in_tree(self) -> set[str]:
+        return {self.element(t.get("task_spec"))["element_id"] for t in self.tasks.values()
+                if t.get("state") == TaskState.COMPLETED and self.element(t.get("task_spec")) is not None}
+
+    def settle_tree(self, completed: set[str], steps: list, flows: dict) -> None:
+        for task in self.tasks.values():
+            shown = self.element(task.get("task_spec"))
+            if shown is None:
+                continue
+            kind = _kind(task.get("state"), shown["element_id"], completed)
+            if kind is False:
+                continue
+            if kind is not None:
+                steps.append(Step(task.get("last_state_change") or 0.0, shown, kind))
+            source = self.source_of(task)
+            if source is not None:
+                flows[(source, shown["element_id"])] = None
+
+    def source_of(self, task: dict) -> str | None:
+        """The element of the nearest visible ancestor (hidden engine specs sit between elements);
+        a task re-attached by pruning names it itself."""
+        chain, current, found = [], task, None
+        while True:
+            internal = current.get("internal_data") or {}
+            if FROM in internal:
+                found = internal[FROM]
+                break
+            parent_id = current.get("parent")
+            if parent_id is None or parent_id not in self.tasks:
+                break
+            if parent_id in self.visible_parent:
+                found = self.visible_parent[parent_id]
                 break
             chain.append(parent_id)
-            parent = tasks[parent_id]
-            if element(parent) is not None:
-                found = element(parent)["element_id"]
+            parent = self.tasks[parent_id]
+            if self.element(parent.get("task_spec")) is not None:
+                found = self.element(parent.get("task_spec"))["element_id"]
                 break
-            parent_id = parent.get("parent")
+            current = parent
         for task_id in chain:
-            visible_parent[task_id] = found
+            # A hidden task's own marker is its source: a task below it sees the same.
+            self.visible_parent[task_id] = found
         return found
 
-    completed = {element(t)["element_id"] for t in tasks.values()
-                 if t.get("state") == TaskState.COMPLETED and element(t) is not None}
-    for task in tasks.values():
-        shown, state = element(task), task.get("state")
-        if shown is None:
-            continue
-        if state == TaskState.COMPLETED:
-            kind = "completed"
-        elif state == TaskState.ERROR:
-            kind = "failed"
-        elif state & _LIVE:
-            kind = "waiting"
-        elif state == TaskState.CANCELLED and shown["element_id"] in completed:
-            kind = None  # a join's other branches: their flow in was taken, the element counted once
-        else:
-            continue
-        if kind is not None:
-            steps.append(Step(task.get("last_state_change") or 0.0, shown, kind))
-        source = source_of(task)
-        if source is not None:
-            flows[(source, shown["element_id"])] = None
+
+def _kind(state: int | None, element_id: str, completed: set[str]) -> str | None | bool:
+    """How a task shows: a step kind, None for a flow only (a join's other branches: their flow in
+    was taken, the element counted once), False for nothing."""
+    if state == TaskState.COMPLETED:
+        return "completed"
+    if state == TaskState.ERROR:
+        return "failed"
+    if state is not None and state & _LIVE:
+        return "waiting"
+    if state == TaskState.CANCELLED and element_id in completed:
+        return None
+    return False
 
 
 def _waiting(tenant_id: int, row, live_since: dict[str, float]) -> list[dict[str, Any]]:
@@ -199,10 +273,11 @@ def definition_stats(tenant_id: int, definition_id: int, sample: int, specs: Spe
         bump(element_id, "failed", amount)
     sampled = 0
     if sample:
-        states = db.session.execute(select(Instance.state).where(*of_definition)
-                                    .order_by(Instance.id.desc()).limit(sample)).scalars().all()
-        for state in states:
-            steps, _ = read_path(specs, tenant_id, definition_id, state)
+        states = db.session.execute(select(Instance.id, Instance.state).where(*of_definition)
+                                    .order_by(Instance.id.desc()).limit(sample)).all()
+        logged = _logged_steps(tenant_id, [instance_id for instance_id, _ in states])
+        for instance_id, state in states:
+            steps, _ = read_path(specs, tenant_id, definition_id, state, logged.get(instance_id, []))
             for element_id in {step.element["element_id"] for step in steps if step.state == "completed"}:
                 bump(element_id, "passed", 1)
         sampled = len(states)

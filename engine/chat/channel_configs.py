@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from engine.chat.messengers import TYPES as MESSENGER_TYPES
@@ -216,15 +216,22 @@ def _find_by_reference(tenant_id: int, reference: str) -> Channel | None:
     return db.session.execute(query.where(Channel.name == reference)).scalar_one_or_none()
 
 
-def bound_start_event(definition: Definition, channel: Channel) -> str | None:
+def bound_start_event(definition, channel) -> str | None:
     """The start event of ``definition`` that a message on ``channel`` begins at."""
     return next((start["element_id"] for start in definition.start_events or []
                  if start.get("trigger") == channel.type and start.get("config_id") == channel.id), None)
 
 
-def bound_definition(channel: Channel) -> Definition | None:
-    """The definition a message on ``channel`` starts: of the latest version of every code, the one
-    deployed last whose start event is bound to this channel.
+_LATEST_VERSIONS = (  # of every code of a tenant, newest first (built once: read on every new chat)
+    select(Definition.id, Definition.start_events, Definition.created_at)
+    .where(Definition.id.in_(select(func.max(Definition.id)).where(Definition.tenant_id == bindparam("tenant_id"))
+                             .group_by(Definition.code)))
+    .order_by(Definition.id.desc()))
+
+
+def bound_definition(channel):
+    """The definition a message on ``channel`` starts (its ``id`` and ``start_events``): of the
+    latest version of every code, the one deployed last whose start event is bound to this channel.
 
     A code whose latest version no longer names the channel does not listen to it any more (as a
     webhook's code starts only its latest version). On SQLite, which reuses the id of a deleted
@@ -232,14 +239,10 @@ def bound_definition(channel: Channel) -> Definition | None:
     (PostgreSQL never reuses ids, and its web processes may run on machines whose clocks differ).
     """
     reused_ids = not is_postgres()
-    latest = (select(func.max(Definition.id)).where(Definition.tenant_id == channel.tenant_id)
-              .group_by(Definition.code))
-    rows = db.session.execute(
-        select(Definition.id, Definition.start_events, Definition.created_at)
-        .where(Definition.id.in_(latest)).order_by(Definition.id.desc())).all()
+    rows = db.session.connection().execute(_LATEST_VERSIONS, {"tenant_id": channel.tenant_id}).all()
     for row in rows:
         if (not reused_ids or row.created_at >= channel.created_at) and any(
                 start.get("trigger") == channel.type and start.get("config_id") == channel.id
                 for start in row.start_events or []):
-            return db.session.get(Definition, row.id)
+            return row
     return None

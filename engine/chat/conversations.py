@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from engine import jobs
@@ -36,10 +36,15 @@ SEND_PERMISSION = "conversation.send"
 DELIVERY_STATES = ("queued", "sent", "dead")
 
 
-def inbound_channel(config_id: int, principal, type_: str) -> Channel:
-    """The enabled channel a message is posted to, if the caller's key may post to it."""
+_INBOUND_CHANNEL = select(Channel.id, Channel.tenant_id, Channel.type, Channel.name, Channel.enabled,
+                          Channel.created_at).where(Channel.id == bindparam("id"))
+
+
+def inbound_channel(config_id: int, principal, type_: str):
+    """The enabled channel a message is posted to, if the caller's key may post to it (its columns
+    ``id, tenant_id, type, name, enabled, created_at``: what ``accept`` needs, read without an ORM entity)."""
     principal.require(SEND_PERMISSION)
-    channel = db.session.get(Channel, config_id)
+    channel = db.session.connection().execute(_INBOUND_CHANNEL, {"id": config_id}).first()
     if channel is None or channel.type != type_:
         raise NotFoundError(f"Unknown {type_} channel {config_id}.")
     if channel.tenant_id != principal.tenant_id:
@@ -70,9 +75,10 @@ class Arrival:
 DUPLICATE = {"accepted": False, "duplicate": True}
 
 
-def accept(channel: Channel, arrival: Arrival) -> dict[str, Any]:
+def accept(channel, arrival: Arrival) -> dict[str, Any]:
     """Store a customer's message and route it, or start the channel's process with it; commits.
-    A message whose ``dedup_id`` was taken before answers ``DUPLICATE`` and changes nothing."""
+    A message whose ``dedup_id`` was taken before answers ``DUPLICATE`` and changes nothing.
+    ``channel``: a Channel, or a row of its columns (``inbound_channel``)."""
     channel_id, tenant_id = channel.id, channel.tenant_id
     for attempt in range(3):
         try:
@@ -90,64 +96,96 @@ def accept(channel: Channel, arrival: Arrival) -> dict[str, Any]:
             db.session.rollback()
             if attempt == 2:
                 raise
-            channel = db.session.get(Channel, channel_id)
+            channel = db.session.connection().execute(_INBOUND_CHANNEL, {"id": channel_id}).first()
             if channel is None or channel.tenant_id != tenant_id:
                 raise NotFoundError(f"Unknown channel {channel_id}.") from None
     raise AssertionError("unreachable")
 
 
-def _route_or_start(channel: Channel, arrival: Arrival) -> dict[str, Any]:
+# The accept's statements, Core on the session's connection (the ORM's unit of work and identity
+# map cost more than these few rows; the rows written are the same: tests/unit/engine/chat/test_accept.py).
+_conversations, _messages, _instances = Conversation.__table__, Message.__table__, Instance.__table__
+_ACTIVE = (select(_conversations.c.id, _conversations.c.instance_id, _conversations.c.external_user_id,
+                  _conversations.c.external_username, _instances.c.status)
+           .join(_instances, _instances.c.id == _conversations.c.instance_id)
+           .where(_conversations.c.channel_id == bindparam("channel_id"),
+                  _conversations.c.chat_id == bindparam("chat_id"), _conversations.c.status == "active")
+           .with_for_update(of=_conversations))
+_CLOSE = (update(_conversations).where(_conversations.c.id == bindparam("conversation_id"))
+          .values(status="closed", closed_at=bindparam("now")))
+_TOUCH = (update(_conversations).where(_conversations.c.id == bindparam("conversation_id"))
+          .values(last_message_at=bindparam("now"), external_user_id=bindparam("user_id"),
+                  external_username=bindparam("username")))
+_OPEN = (insert(_conversations).values(
+    tenant_id=bindparam("tenant_id"), channel_id=bindparam("channel_id"), chat_id=bindparam("chat_id"),
+    status="active", external_user_id=bindparam("user_id"), external_username=bindparam("username"),
+    started_at=bindparam("now"), last_message_at=bindparam("now")).returning(_conversations.c.id))
+_BIND = (update(_conversations).where(_conversations.c.id == bindparam("conversation_id"))
+         .values(instance_id=bindparam("instance_id")))
+_MESSAGE = (insert(_messages).values(
+    tenant_id=bindparam("tenant_id"), conversation_id=bindparam("conversation_id"), direction="in",
+    author="customer", text=bindparam("text"), created_at=bindparam("now"), content=bindparam("content"))
+    .returning(_messages.c.id))
+
+
+@dataclass(frozen=True)
+class _Chat:
+    """The conversation a message joins, as the rest of the accept needs it."""
+
+    id: int
+    instance_id: int
+    external_user_id: str | None
+    external_username: str | None
+    chat_id: str
+
+
+def _route_or_start(channel, arrival: Arrival) -> dict[str, Any]:
     now, chat_id, text = utcnow(), arrival.chat_id, arrival.text
-    user_id, username = arrival.user_id, arrival.username
-    found = db.session.execute(
-        select(Conversation, Instance.status).join(Instance, Instance.id == Conversation.instance_id)
-        .where(Conversation.channel_id == channel.id, Conversation.chat_id == chat_id,
-               Conversation.status == "active")
-        .with_for_update(of=Conversation)).first()
+    connection = db.session.connection()
+    found = connection.execute(_ACTIVE, {"channel_id": channel.id, "chat_id": chat_id}).first()
     conversation = None
     if found is not None:
-        conversation, instance_status = found
-        if instance_status != "running":  # ended without closing it (should not happen): close it now
-            conversation.status, conversation.closed_at = "closed", now
-            db.session.flush()
-            conversation = None
+        if found.status != "running":  # ended without closing it (should not happen): close it now
+            connection.execute(_CLOSE, {"conversation_id": found.id, "now": now})
+        else:
+            conversation = _Chat(found.id, found.instance_id, arrival.user_id or found.external_user_id,
+                                 arrival.username or found.external_username, chat_id)
+            connection.execute(_TOUCH, {"conversation_id": conversation.id, "now": now,
+                                        "user_id": conversation.external_user_id,
+                                        "username": conversation.external_username})
     opened = conversation is None
     if opened:
-        conversation = _open(channel, arrival, now)
-    else:
-        conversation.last_message_at = now
-        conversation.external_user_id = user_id or conversation.external_user_id
-        conversation.external_username = username or conversation.external_username
-    message = Message(tenant_id=channel.tenant_id, conversation_id=conversation.id, direction="in",
-                      author="customer", text=text, created_at=now, content=_content(arrival.extras))
-    db.session.add(message)
-    db.session.flush()
+        conversation = _open(connection, channel, arrival, now)
+    message_id = connection.execute(_MESSAGE, {
+        "tenant_id": channel.tenant_id, "conversation_id": conversation.id, "text": text, "now": now,
+        "content": _content(arrival.extras)}).scalar_one()
     if arrival.also is not None:
         arrival.also(conversation)
     if not opened:
         variables = _variables(channel, conversation, arrival)
-        if not ai_dialogs.route_message(channel.tenant_id, conversation.id, message.id, variables):
+        if not ai_dialogs.route_message(channel.tenant_id, conversation.id, message_id, variables):
             jobs.enqueue(channel.tenant_id, CHAT_MESSAGE, instance_id=conversation.instance_id,
                          payload={"variables": variables})
     return {"accepted": True, "binding_id": conversation.id, "instance_id": conversation.instance_id,
-            "message_id": message.id}
+            "message_id": message_id}
 
 
-def _open(channel: Channel, arrival: Arrival, now) -> Conversation:
+def _open(connection, channel, arrival: Arrival, now) -> _Chat:
     """Start the channel's process for a new chat; the conversation opens with the instance."""
     definition = channel_configs.bound_definition(channel)
     if definition is None:
         raise ConflictError(f"No process is bound to channel {channel.id}: deploy one whose start event has "
                             f"trigger = {channel.type} and channel = {channel.id} (or '{channel.name}').")
-    conversation = Conversation(tenant_id=channel.tenant_id, channel_id=channel.id, chat_id=arrival.chat_id,
-                                status="active", external_user_id=arrival.user_id,
-                                external_username=arrival.username, started_at=now, last_message_at=now)
-    db.session.add(conversation)
-    db.session.flush()  # the partial unique index refuses a second active conversation of the chat here
-    conversation.instance_id = writes.create_instance(
+    # The partial unique index refuses a second active conversation of the chat here.
+    conversation_id = connection.execute(_OPEN, {
+        "tenant_id": channel.tenant_id, "channel_id": channel.id, "chat_id": arrival.chat_id,
+        "user_id": arrival.user_id, "username": arrival.username, "now": now}).scalar_one()
+    conversation = _Chat(conversation_id, 0, arrival.user_id, arrival.username, arrival.chat_id)
+    instance_id = writes.create_instance(
         writes.SessionExecutor(), channel.tenant_id, definition.id, _variables(channel, conversation, arrival),
         START, {"start_event": channel_configs.bound_start_event(definition, channel)})
-    return conversation
+    connection.execute(_BIND, {"conversation_id": conversation_id, "instance_id": instance_id})
+    return _Chat(conversation_id, instance_id, arrival.user_id, arrival.username, arrival.chat_id)
 
 
 def _content(extras: dict[str, Any]) -> dict[str, Any] | None:
@@ -156,7 +194,7 @@ def _content(extras: dict[str, Any]) -> dict[str, Any] | None:
     return kept or None
 
 
-def _variables(channel: Channel, conversation: Conversation, arrival: Arrival) -> dict[str, Any]:
+def _variables(channel, conversation: _Chat, arrival: Arrival) -> dict[str, Any]:
     return {"message_text": arrival.text, "external_username": conversation.external_username,
             "external_user_id": conversation.external_user_id, "channel": channel.type,
             "chat_id": conversation.chat_id, "binding_id": conversation.id, **arrival.extras}
@@ -175,10 +213,10 @@ def send(tenant_id: int, binding_id: int, text: str) -> dict[str, Any]:
     conversation = _get(tenant_id, binding_id, lock=True)
     if conversation.status != "active":
         raise ConflictError(f"Conversation {binding_id} is {conversation.status}; it takes no more messages.")
-    message = outbox.record_outgoing(outbox.ActiveConversation(
+    message_id = outbox.record_outgoing(outbox.ActiveConversation(
         conversation.id, conversation.tenant_id, conversation.channel_id, conversation.chat_id), text, "operator")
     db.session.commit()
-    return {"binding_id": binding_id, "message_id": message.id, "status": "queued"}
+    return {"binding_id": binding_id, "message_id": message_id, "status": "queued"}
 
 
 def list_conversations(tenant_id: int, *, channel_type: str | None, page: int, per_page: int) -> dict[str, Any]:

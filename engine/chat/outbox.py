@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from SpiffWorkflow.util.task import TaskState
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, insert, select, update
 
 from bpmn import operators_used
 from bpmn.operators import AI_CHAT, SEND_MESSAGE, operator_of
@@ -45,23 +45,42 @@ class ActiveConversation:
     channel_type: str = "webchat"
 
 
+# Core statements on the session's connection, built once: an advance that talks runs them every
+# time, and the ORM's statement building and unit of work cost more than these rows (the rows
+# written are the same: tests/unit/engine/chat/test_accept.py).
+_conversations, _channels, _messages = Conversation.__table__, Channel.__table__, Message.__table__
+_ACTIVE = (select(_conversations.c.id, _conversations.c.tenant_id, _conversations.c.channel_id,
+                  _conversations.c.chat_id, _channels.c.type)
+           .join(_channels, _channels.c.id == _conversations.c.channel_id)
+           .where(_conversations.c.instance_id == bindparam("instance_id"), _conversations.c.status == "active"))
+_TOUCH = (update(_conversations).where(_conversations.c.id == bindparam("conversation_id"))
+          .values(last_message_at=bindparam("now")))
+_CHANNEL = (select(_channels.c.type, _channels.c.webhook_url, _channels.c.webhook_secret)
+            .where(_channels.c.id == bindparam("channel_id")))
+_OUTGOING = (insert(_messages).values(
+    tenant_id=bindparam("tenant_id"), conversation_id=bindparam("conversation_id"), direction="out",
+    author=bindparam("author"), text=bindparam("text"), delivery_id=bindparam("delivery_id"),
+    reply_to_id=bindparam("reply_to_id"), created_at=bindparam("now"), content=bindparam("content"))
+    .returning(_messages.c.id))
+_CLOSE = (update(_conversations)
+          .where(_conversations.c.instance_id == bindparam("ended"), _conversations.c.status == "active")
+          .values(status="closed", closed_at=bindparam("now")))
+
+
 def active_conversation(instance_id: int) -> ActiveConversation | None:
-    row = db.session.execute(
-        select(Conversation.id, Conversation.tenant_id, Conversation.channel_id, Conversation.chat_id, Channel.type)
-        .join(Channel, Channel.id == Conversation.channel_id)
-        .where(Conversation.instance_id == instance_id, Conversation.status == "active")).first()
+    row = db.session.connection().execute(_ACTIVE, {"instance_id": instance_id}).first()
     return ActiveConversation(*row) if row is not None else None
 
 
 def record_outgoing(conversation: ActiveConversation, text: str, author: str, reply_to: int | None = None,
-                    buttons: list[dict[str, str]] | None = None) -> Message:
+                    buttons: list[dict[str, str]] | None = None) -> int:
     """Store an outgoing message and queue its delivery (or a messenger's deliveries) in the caller's
-    transaction; the conversation's row is locked first (its ``last_message_at`` is updated)."""
+    transaction; the conversation's row is locked first (its ``last_message_at`` is updated). The
+    message's id."""
     now = utcnow()
-    db.session.execute(update(Conversation).where(Conversation.id == conversation.id)
-                       .values(last_message_at=now))
-    channel = db.session.execute(select(Channel.type, Channel.webhook_url, Channel.webhook_secret)
-                                 .where(Channel.id == conversation.channel_id)).one()
+    connection = db.session.connection()
+    connection.execute(_TOUCH, {"conversation_id": conversation.id, "now": now})
+    channel = connection.execute(_CHANNEL, {"channel_id": conversation.channel_id}).one()
     if channel.type in MESSENGER_TYPES:
         queued = messenger_calls.queue_reply(conversation.tenant_id, conversation.channel_id, channel.type,
                                              conversation.chat_id, text, buttons or ())
@@ -72,19 +91,15 @@ def record_outgoing(conversation: ActiveConversation, text: str, author: str, re
             secret=channel.webhook_secret,
             ordering_key=messenger_calls.chat_key(conversation.channel_id, conversation.chat_id),
             channel_id=conversation.channel_id)
-    message = Message(tenant_id=conversation.tenant_id, conversation_id=conversation.id, direction="out",
-                      author=author, text=text, delivery_id=queued.id, reply_to_id=reply_to, created_at=now,
-                      content={"buttons": buttons} if buttons else None)
-    db.session.add(message)
-    db.session.flush()
-    return message
+    return db.session.connection().execute(_OUTGOING, {
+        "tenant_id": conversation.tenant_id, "conversation_id": conversation.id, "author": author, "text": text,
+        "delivery_id": queued.id, "reply_to_id": reply_to, "now": now,
+        "content": {"buttons": buttons} if buttons else None}).scalar_one()
 
 
 def close_for_instance(instance_id: int) -> None:
     """The instance ended (completed, failed or cancelled): its conversation closes."""
-    db.session.execute(update(Conversation)
-                       .where(Conversation.instance_id == instance_id, Conversation.status == "active")
-                       .values(status="closed", closed_at=utcnow()))
+    db.session.connection().execute(_CLOSE, {"ended": instance_id, "now": utcnow()})
 
 
 def starts_on_a_channel(specs: tuple) -> bool:

@@ -16,7 +16,7 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 
 from bpmn import all_task_specs, awaited_correlation, is_external_task
-from engine.store import workflows
+from engine.store import pruning, workflows
 from engine.store.db import iso
 
 WAITING_STATES = TaskState.READY | TaskState.WAITING | TaskState.STARTED
@@ -34,10 +34,18 @@ class Outcome:
     workflow: BpmnWorkflow | None = None
     dispatch: list[dict[str, Any]] = field(default_factory=list)  # operator tasks to hand to jobs
     thrown: list[dict[str, Any]] = field(default_factory=list)    # messages and signals for other instances
+    steps: list[list[Any]] = field(default_factory=list)          # path rows of what was pruned (store.pruning)
 
 
 def summarize(workflow: BpmnWorkflow, error: dict[str, Any] | None) -> Outcome:
+    steps = pruning.prune(workflow)  # what nothing reads again goes before the save (kept: all that waits)
     state = workflows.dump_workflow(workflow)
+    outcome = _summarize(workflow, state, error)
+    outcome.steps = steps
+    return outcome
+
+
+def _summarize(workflow: BpmnWorkflow, state: str, error: dict[str, Any] | None) -> Outcome:
     if error is not None:
         return Outcome("failed", state, current_variables(workflow), error=error, workflow=workflow)
     if workflow.is_completed():

@@ -131,6 +131,7 @@ class Runner:
             "waiting_for": outcome.waiting_for, "output_keys": outcome.output_keys, "error": outcome.error,
             "revision": row.revision + 1, "called_definitions": advance.pinned or None,
             "completed_at": utcnow() if outcome.status != "running" else None})
+        writes.add_path_steps(executor, row.tenant_id, job.instance_id, outcome.steps)
         writes.finish_job(executor, job.id, advance.worker_id, job.instance_id)
 
     def _rows_to_write(self, advance: _Advance) -> list[Callable[[], None]]:

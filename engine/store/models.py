@@ -104,6 +104,19 @@ class Instance(db.Model):
     completed_at: Mapped[datetime | None]
 
 
+class InstanceSteps(db.Model):
+    """Elements an instance passed that were pruned from its stored task tree (``engine.store.pruning``),
+    appended by the save that pruned them: ``steps`` is a list of ``[at (epoch s), process,
+    task spec, from element, TaskState]``. ``engine.insight.read_path`` reads them with the tree."""
+
+    __tablename__ = "instance_steps"
+    __table_args__ = (Index("ix_instance_steps_instance_id", "instance_id", "id"),)
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    instance_id: Mapped[int] = mapped_column(ForeignKey("instances.id", ondelete="CASCADE"))
+    steps: Mapped[list[list[Any]]] = mapped_column(JSON)
+
+
 class Job(db.Model):
     """Durable work: written in the same transaction as the state change that causes it.
 
@@ -209,5 +222,5 @@ from engine.store.chat_models import (AiDialog, AiKnowledge, Channel, Conversati
 from engine.store.waiting_models import EventSubscription, ExternalTask  # noqa: E402
 
 __all__ = ["AiDialog", "AiKnowledge", "ApiKey", "Channel", "Conversation", "Definition", "Delivery",
-           "EventSubscription", "ExternalTask", "IdempotencyRecord", "InboundReceipt", "Instance", "Job",
-           "Message", "RateLimitWindow", "Task", "Tenant", "UnreachableChat", "WebhookRoute"]
+           "EventSubscription", "ExternalTask", "IdempotencyRecord", "InboundReceipt", "Instance", "InstanceSteps",
+           "Job", "Message", "RateLimitWindow", "Task", "Tenant", "UnreachableChat", "WebhookRoute"]

@@ -19,13 +19,13 @@ from sqlalchemy import bindparam, insert, select, text, update
 from sqlalchemy.engine import Engine
 
 from engine.store.db import READY, db, sqlite_write, utcnow
-from engine.store.models import Instance, Job
+from engine.store.models import Instance, InstanceSteps, Job
 from engine.store.statements import Statement
 
 NOTIFY_CHANNEL = "baton_jobs"
 _NOTIFY = text("SELECT pg_notify(:channel, :kind)")
 
-_instances, _jobs = Instance.__table__, Job.__table__
+_instances, _jobs, _steps = Instance.__table__, Job.__table__, InstanceSteps.__table__
 
 
 class Executor(Protocol):
@@ -136,6 +136,8 @@ _SAVE_INSTANCE = Statement(
     update(_instances)
     .where(_instances.c.id == bindparam("instance_id"), _instances.c.revision == bindparam("loaded_revision"))
     .values({column: bindparam(f"new_{column}") for column in SAVED_COLUMNS}))
+_INSERT_STEPS = Statement(insert(_steps).values(
+    {name: bindparam(name) for name in ("tenant_id", "instance_id", "steps")}))
 _next_job = _jobs.alias("next_job")
 # Deleting an instance's job returns the kind of the instance's next due job (held back by this one).
 _FINISH_JOB = Statement(
@@ -174,6 +176,12 @@ def save_instance(executor: Executor, instance_id: int, loaded_revision: int, va
     params.update(instance_id=instance_id, loaded_revision=loaded_revision)
     if executor.count(_SAVE_INSTANCE, params) != 1:
         raise Lost()
+
+
+def add_path_steps(executor: Executor, tenant_id: int, instance_id: int, steps: list[list[Any]]) -> None:
+    """Append the path rows of what a save pruned (``engine.store.pruning``), in the save's transaction."""
+    if steps:
+        executor.count(_INSERT_STEPS, {"tenant_id": tenant_id, "instance_id": instance_id, "steps": steps})
 
 
 def finish_job(executor: Executor, job_id: int, worker_id: str, instance_id: int | None) -> None:

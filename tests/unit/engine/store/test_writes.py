@@ -12,7 +12,7 @@ from sqlalchemy import select, update
 from engine.jobs.kinds import START
 from engine.store import writes
 from engine.store.db import db, sqlite_write
-from engine.store.models import Instance, Job
+from engine.store.models import Instance, InstanceSteps, Job
 from tests.unit.conftest import deploy_for_new_tenant
 
 VARIABLES = {"amount": 60, "text": "é ✓", "none": None, "nested": {"list": [1, 2.5, True]}}
@@ -131,3 +131,21 @@ def test_finishing_a_job_wakes_for_the_instance_job_it_held_back(definition):
     with writes.short_transaction(db.engine, woken.append) as executor:
         writes.finish_job(executor, job_id, "me", instance_id)
     assert woken == [Counter({"message": 1})]
+
+
+def test_path_steps_are_the_same_rows_through_either_executor(definition):
+    tenant_id, definition_id = definition
+    steps = [[1795511533.8099885, "big_loop", "wait", "again", 64], [1795511533.81, "big_loop", "count", None, 256]]
+    with writes.short_transaction(db.engine, None) as executor:
+        instance_id = writes.create_instance(executor, tenant_id, definition_id, {}, START)
+        writes.add_path_steps(executor, tenant_id, instance_id, steps)
+        writes.add_path_steps(executor, tenant_id, instance_id, [])  # nothing pruned: no row
+    writes.add_path_steps(writes.SessionExecutor(), tenant_id, instance_id, steps)
+    db.session.commit()
+
+    rows = db.session.execute(select(InstanceSteps.__table__).where(InstanceSteps.instance_id == instance_id)
+                              .order_by(InstanceSteps.id)).all()
+    db.session.rollback()
+    assert len(rows) == 2
+    assert [{k: v for k, v in row._asdict().items() if k != "id"} for row in rows] == \
+        [{"tenant_id": tenant_id, "instance_id": instance_id, "steps": steps}] * 2
