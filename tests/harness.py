@@ -189,6 +189,9 @@ class BatonServer(_BatonProcess):
         super().__init__(database_url, workdir, workdir / f"server-{self.port}.log", {
             **os.environ, "DATABASE_URL": database_url, "BATON_PUBLIC_URL": self.base_url,
             "BATON_ALLOW_PRIVATE_URLS": "1", "BATON_SCRIPT_TIMEOUT_S": "2", "BATON_HTTP_RETRY_BASE_S": "0.2",
+            # Workers as threads of the server (tests kill, restart and inspect that one process);
+            # the default of a real start picks worker processes by the cores: pass "" for that.
+            "BATON_WORKER_PROCESSES": "0",
             "PYTHONUNBUFFERED": "1", **env})
 
     def _flask_args(self) -> list[str]:
