@@ -13,10 +13,14 @@ other processes on the machine, the number of statements and round trips per ins
 
     python bench/pg_statements.py                  # order, web process + 2 worker processes, 300 instances
     python bench/pg_statements.py --count 500 --worker-processes 1 --show 20
+
+Results go to bench/results/pg-statements-latest.json.
 """
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import re
 import subprocess
 import sys
@@ -33,11 +37,13 @@ if str(ROOT) not in sys.path:
 import psycopg  # noqa: E402
 import requests  # noqa: E402
 
+from bench.common import run_header  # noqa: E402
 from bench.throughput import (PROCESSES, START_DATA, Load, _start_workers, _stop,  # noqa: E402
                               wait_until_completed)
 from tests.harness import (POSTGRES_ADMIN_DSN, BatonServer, create_postgres_database,  # noqa: E402
                            drop_postgres_database)
 
+RESULTS = ROOT / "bench" / "results" / "pg-statements-latest.json"
 LOG_CANDIDATES = [Path("/var/log/postgresql/postgresql-15-main.log"), *sorted(Path("/var/log/postgresql").glob("*.log"))]
 _STATEMENT = re.compile(r"LOG:  (?:statement|execute [^:]*): (.*)")
 _BENCH_OWN = re.compile(r"count\(\*\) FROM instances|max\(completed_at\)|pg_catalog\.version|current_schema|"
@@ -150,8 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--processes", default="order", choices=sorted(PROCESSES))
     parser.add_argument("--show", type=int, default=15, help="statement kinds to list")
+    parser.add_argument("--output", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    load_before = os.getloadavg()
     result = measure(args.count, args.worker_processes, args.threads, args.concurrency, args.processes)
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    args.output.write_text(json.dumps({**run_header(load_before, postgresql=True), **result}, indent=2) + "\n")
     print(f"{result['completed']} instances of {result['process']}, web process + {result['worker_processes']} "
           f"worker processes x {result['threads']} thread(s)")
     print(f"  transactions per instance: {result['transactions_per_instance']}")
