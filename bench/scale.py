@@ -168,12 +168,12 @@ def measure_topology(web_processes: int, worker_processes: int, args, log=print)
         pids = [web.process.pid] + [w.pid for w in workers]
         database_cpu = DatabaseCpu(database)
         database_cpu.begin()
-        baton_cpu = tree_cpu_seconds(pids)
+        baton_cpu, web_cpu = tree_cpu_seconds(pids), tree_cpu_seconds(pids[:1])
         with MachineBusy() as machine:
             load = Load(url, args.count, args.concurrency, args.max_seconds)
             load.run()
             done = wait_until_completed(database_url, max(warm), len(load.instance_ids), args.drain_timeout)
-        baton_cpu = tree_cpu_seconds(pids) - baton_cpu
+        baton_cpu, web_cpu = tree_cpu_seconds(pids) - baton_cpu, tree_cpu_seconds(pids[:1]) - web_cpu
         pg_cpu = database_cpu.seconds()
         completed = done["counts"].get("completed", 0)
         elapsed = (done["last_completed"] or done["observed_at"]) - load.first_sent
@@ -181,6 +181,8 @@ def measure_topology(web_processes: int, worker_processes: int, args, log=print)
                 "accepted": len(load.instance_ids), "completed": completed, "http_errors": len(load.errors),
                 "seconds": round(elapsed, 3), "per_s": round(completed / elapsed, 1),
                 "baton_cpu_ms_per_instance": round(1000 * baton_cpu / max(1, completed), 2),
+                "web_cpu_ms_per_instance": round(1000 * web_cpu / max(1, completed), 2),
+                "worker_cpu_ms_per_instance": round(1000 * (baton_cpu - web_cpu) / max(1, completed), 2),
                 "postgres_cpu_ms_per_instance": round(1000 * pg_cpu / max(1, completed), 2),
                 "machine_busy": round(machine.share, 3)}
     finally:
@@ -288,12 +290,13 @@ def print_report(report: dict) -> None:
     if rows:
         base = next((r for r in rows if r["web_processes"] == 1 and r["worker_processes"] == 1), rows[0])
         print()
-        print(f"{'web':>4} {'workers':>8} {'inst/s':>8} {'x 1+1':>6} {'Baton CPU/inst':>15} {'PG CPU/inst':>12} "
-              f"{'machine busy':>13}")
+        print(f"{'web':>4} {'workers':>8} {'inst/s':>8} {'x 1+1':>6} {'CPU/inst: Baton':>16} {'(web':>8} "
+              f"{'workers)':>9} {'PostgreSQL':>11} {'machine busy':>13}")
         for r in rows:
             print(f"{r['web_processes']:>4} {r['worker_processes']:>8} {r['per_s']:>8.1f} "
-                  f"{r['per_s'] / base['per_s']:>6.2f} {r['baton_cpu_ms_per_instance']:>12.2f} ms "
-                  f"{r['postgres_cpu_ms_per_instance']:>9.2f} ms {100 * r['machine_busy']:>12.0f}%")
+                  f"{r['per_s'] / base['per_s']:>6.2f} {r['baton_cpu_ms_per_instance']:>13.2f} ms "
+                  f"{r['web_cpu_ms_per_instance']:>5.2f} ms {r['worker_cpu_ms_per_instance']:>6.2f} ms "
+                  f"{r['postgres_cpu_ms_per_instance']:>8.2f} ms {100 * r['machine_busy']:>12.0f}%")
         point = report.get("saturation")
         if point:
             print(f"  saturation: {point['web_processes']} web + {point['worker_processes']} worker processes "
