@@ -16,13 +16,14 @@ nothing, drained by --queue-workers worker processes (8) that claim (up to 4 per
 worker does) and delete each job as an advance's save does (one statement); jobs/s, PostgreSQL CPU per job, and a
 check that every job was finished exactly once (none lost, none twice).
 
-The table marks the saturation point: the first configuration from which one more process adds
-less than 10 % throughput. Ratios are against the 1 web + 1 worker row of the same run. Results
+The table marks the saturation point for each number of web processes: the worker-process count
+after which more worker processes add less than 10 % throughput. Ratios are against the 1 web + 1 worker row of the same run. Results
 go to bench/results/scale-latest.json.
 
     python bench/scale.py                        # both parts (~4 minutes)
     python bench/scale.py --count 600 --backlog 20000 --quick-queue
     python bench/scale.py --part queue
+    python bench/scale.py --report              # print the table of the last results file again
 """
 from __future__ import annotations
 
@@ -273,16 +274,19 @@ def measure_queue(args, log=print) -> dict:
 
 # -- report ----------------------------------------------------------------------------------------
 
-def saturation(rows: list[dict]) -> dict | None:
-    """The first row (in order of total processes) after which one more process adds < 10 %."""
-    ordered = sorted(rows, key=lambda r: (r["web_processes"] + r["worker_processes"], r["worker_processes"]))
-    best = None
-    for row in ordered:
-        if best is not None and row["per_s"] < best["per_s"] * 1.10:
-            return best
-        if best is None or row["per_s"] > best["per_s"]:
-            best = row
-    return None
+def saturation(rows: list[dict]) -> list[dict]:
+    """Per web-process count: the worker-process count after which one more step adds < 10 %
+    (the last one measured if every step added more: no saturation seen)."""
+    points = []
+    for web in sorted({r["web_processes"] for r in rows}):
+        ladder = sorted((r for r in rows if r["web_processes"] == web), key=lambda r: r["worker_processes"])
+        point = ladder[0]
+        for row in ladder[1:]:
+            if row["per_s"] < point["per_s"] * 1.10:
+                break
+            point = row
+        points.append({**point, "saturated": point is not ladder[-1]})
+    return points
 
 
 def print_report(report: dict) -> None:
@@ -297,13 +301,13 @@ def print_report(report: dict) -> None:
                   f"{r['per_s'] / base['per_s']:>6.2f} {r['baton_cpu_ms_per_instance']:>13.2f} ms "
                   f"{r['web_cpu_ms_per_instance']:>5.2f} ms {r['worker_cpu_ms_per_instance']:>6.2f} ms "
                   f"{r['postgres_cpu_ms_per_instance']:>8.2f} ms {100 * r['machine_busy']:>12.0f}%")
-        point = report.get("saturation")
-        if point:
-            print(f"  saturation: {point['web_processes']} web + {point['worker_processes']} worker processes "
-                  f"({point['per_s']} inst/s, machine {100 * point['machine_busy']:.0f}% busy): one more process "
-                  "adds < 10 %")
-        else:
-            print("  no saturation within these configurations")
+        for point in report.get("saturation") or []:
+            if point["saturated"]:
+                print(f"  saturation with {point['web_processes']} web: {point['worker_processes']} worker processes "
+                      f"({point['per_s']} inst/s, machine {100 * point['machine_busy']:.0f}% busy); more add < 10 %")
+            else:
+                print(f"  with {point['web_processes']} web: still growing at {point['worker_processes']} worker "
+                      f"processes ({point['per_s']} inst/s)")
     queue = report.get("queue")
     if queue:
         print(f"\n  jobs table alone: {queue['finished']} of {queue['backlog']} jobs by {queue['worker_processes']} "
@@ -328,7 +332,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=30.0)
     parser.add_argument("--drain-timeout", type=float, default=300.0)
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--report", action="store_true", help="print the table of --output again, measure nothing")
     args = parser.parse_args(argv)
+    if args.report:
+        report = json.loads(args.output.read_text())
+        if report.get("topologies"):
+            report["saturation"] = saturation(report["topologies"])
+        print_report(report)
+        return 0
     load_before = os.getloadavg()
     report: dict = {}
     if args.part in ("both", "topologies"):
