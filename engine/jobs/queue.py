@@ -130,9 +130,8 @@ def claim(worker_id: str, lease_seconds: float, limit: int = 1, kinds: KindFilte
     autocommit, one round trip. The session's transaction, if one is open, is committed first
     (a claim always committed it; on SQLite it would hold the write lock the claim needs).
     """
-    session = db.session()
-    if session.in_transaction():
-        session.commit()
+    if db.session.registry.has() and db.session().in_transaction():  # (no session made just to ask)
+        db.session.commit()
     now = utcnow()
     engine = db.engine
     postgres = engine.dialect.name == "postgresql"
