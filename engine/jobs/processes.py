@@ -34,10 +34,12 @@ def default_count(cores: int) -> int:
     """Worker processes of a one-server start (``serve``, ``run``) when ``BATON_WORKER_PROCESSES``
     is unset: one per core from two cores on, none (threads in the server) on one core.
 
-    Measured with ``bench/throughput.py`` on two cores (docs/operations.md): worker processes
-    beat threads in the server on both databases, because the engine (SpiffWorkflow, the
-    serializer) is CPU work that threads of one process run one at a time. With one core there
-    is nothing to run in parallel, and the processes would only add their own memory and wake-ups.
+    The engine (SpiffWorkflow, the serializer) is CPU work that threads of one process run one
+    at a time; processes use every core. Measured with ``bench/throughput.py`` on two cores that
+    are not oversubscribed (docs/operations.md): 2 worker processes ran at 0.46 of raw
+    SpiffWorkflow (median of five), threads in the server at 0.28. With one core there is
+    nothing to run in parallel, and the processes would only add their memory and wake-ups.
+    The database does not change the choice: the GIL is the limit on both.
     """
     return cores if cores >= 2 else 0
 
