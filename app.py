@@ -18,9 +18,10 @@ import click
 from flask import Flask
 from flask_migrate import Migrate, upgrade
 
+from engine.jobs.processes import default_count
 from engine.jobs.wakers import LongPoll, Wakers
 from engine.store.workflows import SpecCache
-from engine.store.db import WAKERS, configure_sqlite, db
+from engine.store.db import WAKERS, configure_postgres, configure_sqlite, db
 from engine.telemetry import logs, metrics_dir
 
 ROOT = Path(__file__).resolve().parent
@@ -33,7 +34,7 @@ class Settings:
     database_url: str = f"sqlite:///{ROOT / 'instance' / 'baton.db'}"  # DATABASE_URL
     public_url: str = "http://127.0.0.1:5000"                       # BATON_PUBLIC_URL
     workers: int = 2                                                # BATON_WORKERS
-    worker_processes: int = 0                                       # BATON_WORKER_PROCESSES (opt-in)
+    worker_processes: int | None = None                             # BATON_WORKER_PROCESSES (unset: by cores)
     call_threads: int = 8                                           # BATON_CALL_THREADS (outbound calls)
     allow_private_urls: bool = False                                # BATON_ALLOW_PRIVATE_URLS
     max_body_bytes: int = 1_048_576                                 # BATON_MAX_BODY_BYTES
@@ -83,7 +84,7 @@ class Settings:
                 continue
             if field.type == "bool":
                 raw = str(raw).lower() in ("1", "true", "yes", "on")
-            elif field.type == "int":
+            elif field.type in ("int", "int | None"):
                 raw = int(raw)
             elif field.type == "float":
                 raw = float(raw)
@@ -122,9 +123,16 @@ class Baton:
         self.call_pool = None
         self.processes = None
 
-    def start_workers(self, threads: int | None = None):
-        if threads is None and self.settings.worker_processes > 0:
-            return self.start_worker_processes()
+    def start_workers(self, threads: int | None = None, *, embedded: bool = False):
+        """Start this process's workers: ``threads`` engine threads (``flask worker``), else as
+        the settings say. ``embedded``: the one-server commands (``serve``, ``run``), where an
+        unset ``BATON_WORKER_PROCESSES`` means worker processes picked by the cores
+        (``engine.jobs.processes.default_count``); elsewhere (gunicorn) unset means threads."""
+        processes = self.settings.worker_processes
+        if processes is None:
+            processes = default_count(os.cpu_count() or 1) if embedded else 0
+        if threads is None and processes > 0:
+            return self.start_worker_processes(processes)
         threads = self.settings.workers if threads is None else threads
         if self.pool is not None or threads <= 0:
             return self.pool
@@ -191,8 +199,8 @@ class Baton:
                                               batch_size=settings.retention_batch, budget_s=settings.job_lease_s / 2)
         return handlers
 
-    def start_worker_processes(self):
-        """``BATON_WORKER_PROCESSES=N``: N supervised ``flask worker`` children instead of threads here."""
+    def start_worker_processes(self, count: int):
+        """``count`` supervised ``flask worker`` children instead of threads here."""
         from engine.jobs.processes import WorkerProcesses, child_command
 
         settings = self.settings
@@ -200,7 +208,7 @@ class Baton:
             return self.processes
         # The children count their metrics into this server's directory (engine.telemetry.metrics_dir).
         env = metrics_dir.for_children({**os.environ, **replace(settings, worker_processes=0).as_environment()})
-        self.processes = WorkerProcesses(settings.worker_processes, child_command(settings.workers), env, ROOT)
+        self.processes = WorkerProcesses(count, child_command(settings.workers), env, ROOT)
         self.processes.start()
         if settings.database_url.startswith("sqlite"):  # PostgreSQL wakes them with NOTIFY
             self.wakers.add(self.processes.wake)
@@ -252,9 +260,10 @@ def create_app(config: dict | None = None) -> Flask:
     app = Flask(__name__, instance_path=str(ROOT / "instance"))
     app.config.update(
         SQLALCHEMY_DATABASE_URI=settings.database_url,
-        # A ping before every checkout finds connections a database server dropped; a SQLite file
-        # has no server to drop them, and the ping was a statement per request and per job.
-        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": not settings.database_url.startswith("sqlite")},
+        # No ping before every checkout (a round trip per request and per job): PostgreSQL pings
+        # only connections that sat idle (engine.store.db.configure_postgres); a SQLite file has
+        # no server to drop them.
+        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": False},
         MAX_CONTENT_LENGTH=settings.max_body_bytes,
     )
     app.json.sort_keys = False  # answers keep the order the code builds them in
@@ -267,6 +276,8 @@ def create_app(config: dict | None = None) -> Flask:
     with app.app_context():
         if db.engine.dialect.name == "sqlite":
             configure_sqlite(db.engine)
+        elif db.engine.dialect.name == "postgresql":
+            configure_postgres(db.engine)
         upgrade(directory=str(ROOT / "migrations"))
 
     from channels.http import register_http
@@ -305,7 +316,7 @@ def create_app(config: dict | None = None) -> Flask:
     _register_cli(app)
     if _is_flask_run_serving():
         ensure_default_tenant(app)
-        app.extensions["baton"].start_workers()
+        app.extensions["baton"].start_workers(embedded=True)
     return app
 
 
@@ -416,7 +427,7 @@ def _register_cli(app: Flask) -> None:
 
         ensure_default_tenant(app)
         baton = app.extensions["baton"]
-        baton.start_workers()
+        baton.start_workers(embedded=True)
         server = create_server(app, host=host, port=port, threads=threads, ident="baton",
                                # Flask answers oversized bodies (JSON 413) from Content-Length; waitress only stops absurd ones.
                                max_request_body_size=max(16 * app.config["MAX_CONTENT_LENGTH"], 16 << 20))

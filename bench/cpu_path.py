@@ -1,7 +1,8 @@
-"""Baton's own CPU per instance on SQLite, one thread, no HTTP, no other thread for the GIL.
+"""Baton's own CPU per instance on SQLite or PostgreSQL, one thread, no HTTP, no other thread for the GIL.
 
-    python bench/cpu_path.py                 # 1000 instances of webhook_order.bpmn, 3 rounds
+    python bench/cpu_path.py                 # 1000 instances of webhook_order.bpmn, 3 rounds, SQLite
     python bench/cpu_path.py --count 2000 --rounds 5
+    python bench/cpu_path.py --backend postgresql    # a throwaway PostgreSQL database
 
 A real server deploys ``tests/bpmn/webhook_order.bpmn`` and is stopped; then, in this process, on
 the same database: ``webhooks.accept`` (the webhook accept without waitress) for ``--count``
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.harness import BatonServer, bpmn  # noqa: E402
+from tests.harness import BatonServer, bpmn, create_postgres_database, drop_postgres_database  # noqa: E402
 
 START_DATA = {"amount": 60}
 
@@ -34,10 +35,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="baton-cpu-path-"))
-    url = f"sqlite:///{workdir / 'bench.db'}"
+    url = f"sqlite:///{workdir / 'bench.db'}" if args.backend == "sqlite" else create_postgres_database()
+    try:
+        return run(args, url, workdir)
+    finally:
+        if args.backend == "postgresql":
+            drop_postgres_database(url)
+
+
+def run(args, url: str, workdir: Path) -> int:
     server = BatonServer(url, workdir, BATON_WORKERS="0").start()
     try:
         key = server.create_tenant("bench")
@@ -55,6 +65,7 @@ def main() -> int:
     from engine.store.workflows import SpecCache
 
     app = create_app({"database_url": url, "workers": 0})
+    print(f"{args.backend}: {args.count} instances per round")
     accepts, advances = [], []
     with app.app_context():
         sandbox = Sandbox(hosts=1)
@@ -95,6 +106,7 @@ def main() -> int:
             db.session.rollback()
         finally:
             sandbox.close()
+            db.engine.dispose()
     print(f"median of {args.rounds}: accept {statistics.median(accepts):.3f} ms  advance "
           f"{statistics.median(advances):.3f} ms  total "
           f"{statistics.median(a + b for a, b in zip(accepts, advances)):.3f} ms  (statuses {statuses})")

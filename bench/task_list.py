@@ -1,4 +1,4 @@
-"""task.list latency on 100,000 tasks, as a ratio to the same call on 1,000 tasks (target: <= 2).
+"""task.list latency on 100,000 tasks, as a ratio to the same call on 1,000 tasks (target: <= 1.5, issue 15).
 
 For each backend, real servers (`flask --app app serve`, tests.harness.BatonServer) on fresh
 databases, each with two tenants that have two deployed definitions each
@@ -33,7 +33,7 @@ on the same database), timed in the database, and explained (EXPLAIN (ANALYZE) o
 EXPLAIN QUERY PLAN on SQLite); the number of statements per call is recorded (no query per item).
 PostgreSQL gets VACUUM ANALYZE after each fill (what autovacuum does shortly after such a load);
 SQLite gets a WAL checkpoint and no ANALYZE (Baton never runs one). Results go to
-bench/results/task-list-latest.json; the exit code is 1 when a targeted ratio is above 2.
+bench/results/task-list-latest.json; the exit code is 1 when a targeted ratio is above 1.5.
 
     python bench/task_list.py                          # both backends, 1,000 vs 100,000 tasks
     python bench/task_list.py --backends sqlite --repeats 50
@@ -70,7 +70,7 @@ from tests.harness import (Api, BatonServer, bpmn, create_postgres_database,  # 
 
 BPMN_FILE = "approval_form.bpmn"
 RESULTS = ROOT / "bench" / "results" / "task-list-latest.json"
-TARGET_RATIO = 2.0
+TARGET_RATIO = 1.5  # issue 15 (it was 2 before the totals came from task_counts)
 PER_PAGE = 20
 TASKS_PER_INSTANCE = 5
 COMPLETED_SHARE = 0.70

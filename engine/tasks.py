@@ -11,13 +11,13 @@ import hmac
 from typing import Any
 
 from sqlalchemy import func, literal_column, select, union_all, update
-from sqlalchemy.orm import aliased
 
 from engine import jobs
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.forms import validate_result
 from engine.jobs.kinds import COMPLETE_TASK
 from engine.runtime.human_tasks import hash_token
+from engine.store import task_counts
 from engine.store.db import db, is_postgres, iso, utcnow
 from engine.store.models import Conversation, Instance, Task
 
@@ -49,7 +49,8 @@ def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, d
     the last page costs what the first does. Without a filter there is no ``(tenant_id, id)``
     index: the ids are merged from the tenant's ``(tenant_id, status, id)`` range of each of the
     ``STATUSES``, which are all the statuses a row can have (this module alone writes them).
-    The count is linear in the matching index entries; nothing else grows with the table.
+    The total comes from ``engine.store.task_counts`` (per tenant, definition and status), or,
+    for one instance or one task, from its few index entries; nothing grows with the table.
     ``task_id`` picks one task (by primary key): a page of at most one row, the other filters applied.
     """
     conditions = [Task.tenant_id == tenant_id]
@@ -67,15 +68,12 @@ def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, d
         conditions.append(same_instance)
     if definition_id is not None:
         conditions.append(Task.definition_id == definition_id)
-    counting = select(func.count()).select_from(Task).where(*conditions)
-    if status is not None and definition_id is not None and instance_id is None and task_id is None:
-        # No index holds both columns: count the ids that the two index ranges share (index-only on
-        # both sides) rather than reading every row of one range to check the other column.
-        by_status = aliased(Task)
-        counting = (select(func.count()).select_from(Task).join(by_status, by_status.id == Task.id)
-                    .where(Task.tenant_id == tenant_id, Task.definition_id == definition_id,
-                           by_status.tenant_id == tenant_id, by_status.status == status))
-    total = db.session.execute(counting).scalar_one()
+    if instance_id is None and task_id is None:
+        # The tenant's counters (kept by triggers in the tasks' own transactions): a sum of a few
+        # rows, where a count(*) read every matching index entry.
+        total = task_counts.total(tenant_id, status=status, definition_id=definition_id)
+    else:  # one instance's or one task's: a few index entries
+        total = db.session.execute(select(func.count()).select_from(Task).where(*conditions)).scalar_one()
     offset = (page - 1) * per_page
     items = []
     if offset < total:

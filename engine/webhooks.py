@@ -78,7 +78,9 @@ def accept(call: WebhookCall, *, engine: Engine, wakers: Callable | None) -> dic
     if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
         raise BadRequestError(f"The Idempotency-Key header must be 1 to {MAX_IDEMPOTENCY_KEY} characters.")
     try:
-        with writes.short_transaction(engine, wakers) as executor:
+        # Without a key the start is one write (the route is read before it): in autocommit on
+        # PostgreSQL. A key adds the record of the answer, which must commit with the instance.
+        with writes.short_transaction(engine, wakers, single_write=key is None) as executor:
             return _start(executor, call)
     except (IntegrityError, engine.dialect.loaded_dbapi.IntegrityError):
         if key is None:

@@ -190,6 +190,9 @@ class BatonServer(_BatonProcess):
             **os.environ, "DATABASE_URL": database_url, "BATON_PUBLIC_URL": self.base_url,
             "BATON_ALLOW_PRIVATE_URLS": "1", "BATON_SCRIPT_TIMEOUT_S": "2", "BATON_HTTP_RETRY_BASE_S": "0.2",
             "BATON_SHUTDOWN_GRACE_S": "2",  # a test's stop() does not wait out the default 20 s
+            # Workers as threads of the server (tests kill, restart and inspect that one process);
+            # the default of a real start picks worker processes by the cores: pass "" for that.
+            "BATON_WORKER_PROCESSES": "0",
             "PYTHONUNBUFFERED": "1", **env})
 
     def _flask_args(self) -> list[str]:

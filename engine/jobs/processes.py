@@ -1,11 +1,11 @@
-"""Opt-in worker processes supervised by the server (``BATON_WORKER_PROCESSES=N``).
+"""Worker processes supervised by the server: the default of ``serve`` and ``run`` on a machine
+with two cores or more (``default_count``), or ``BATON_WORKER_PROCESSES=N``.
 
-The embedded default runs its workers as threads of the server process, so the engine shares one
-GIL with the HTTP threads: on SQLite that caps throughput at one core. With ``N > 0`` the server
-runs no engine threads; it starts N ``flask --app app worker --wake-from-stdin`` children instead
-(each with ``BATON_WORKERS`` threads), restarts a child that dies (``kill -9`` included: its
-leased jobs are claimed again when the lease runs out, as with any worker), and stops them when
-it stops.
+Workers run as threads of the server process share one GIL with the HTTP threads: that caps the
+whole server at one core. With ``N > 0`` the server runs no engine threads; it starts N ``flask
+--app app worker --wake-from-stdin`` children instead (each with ``BATON_WORKERS`` threads),
+restarts a child that dies (``kill -9`` included: its leased jobs are claimed again when the
+lease runs out, as with any worker), and stops them when it stops.
 
 Each child's stdin is a pipe from the server: a byte on it wakes the child's workers at once when
 the server committed new jobs (there is no NOTIFY on SQLite), and its end of file (the server
@@ -30,6 +30,20 @@ log = logging.getLogger("baton.worker_processes")
 
 RESTART_DELAY_S = 1.0  # at least this long between two starts of one child (a crash loop stays cheap)
 STOP_MARGIN_S = 5.0    # a stopping child's grace, plus this, before it is killed
+
+
+def default_count(cores: int) -> int:
+    """Worker processes of a one-server start (``serve``, ``run``) when ``BATON_WORKER_PROCESSES``
+    is unset: one per core from two cores on, none (threads in the server) on one core.
+
+    The engine (SpiffWorkflow, the serializer) is CPU work that threads of one process run one
+    at a time; processes use every core. Measured with ``bench/throughput.py`` on two cores that
+    are not oversubscribed (docs/operations.md): 2 worker processes ran at 0.46 of raw
+    SpiffWorkflow (median of five), threads in the server at 0.28. With one core there is
+    nothing to run in parallel, and the processes would only add their memory and wake-ups.
+    The database does not change the choice: the GIL is the limit on both.
+    """
+    return cores if cores >= 2 else 0
 
 
 class WorkerProcesses:

@@ -10,16 +10,18 @@ its effect (``finish``); a killed worker's lease runs out and the job is claimed
 from __future__ import annotations
 
 import functools
+from collections import namedtuple
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, func, or_, select, update
+from sqlalchemy import and_, bindparam, exists, func, literal, or_, select, update
 from sqlalchemy.orm import aliased
 
 from engine.store import writes
 from engine.store.db import db, utcnow
 from engine.store.models import Instance, Job
+from engine.store.statements import Statement
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,9 @@ class KindFilter:
     include: bool
 
     def condition(self, column):
-        names = sorted(self.names)
+        # Bound one by one (not an "expanding" IN): the claim's statements run on the DBAPI
+        # connection (``Statement.run``), compiled once.
+        names = [literal(name) for name in sorted(self.names)]
         return column.in_(names) if self.include else column.not_in(names)
 
     def runs(self, kind: str | None) -> bool:
@@ -45,7 +49,7 @@ class ClaimedJob:
     kind: str
     payload: dict[str, Any]
     attempts: int
-    # The instance's row as the claim transaction saw it (the columns of ``_INSTANCE_ROWS``), so
+    # The instance's row as the claim transaction saw it (an ``InstanceRow``), so
     # that an advance needs no read transaction of its own; None: the job has no instance or it
     # is gone. A row that changes after the claim fails the advance's revision check, and the
     # job is tried again with a fresh read.
@@ -68,10 +72,23 @@ def wake_at_commit(kind: str | None) -> None:
 _jobs = Job.__table__  # the hot path's statements are Core, on the table: no ORM layer
 
 
+_instances = Instance.__table__
+# The instance columns an advance starts from (``ClaimedJob.instance_row``).
+INSTANCE_COLUMNS = ("id", "tenant_id", "status", "revision", "state", "definition_id", "variables",
+                    "called_definitions", "waiting_for")
+InstanceRow = namedtuple("InstanceRow", INSTANCE_COLUMNS)
+_JOB_COLUMNS = ("id", "tenant_id", "instance_id", "kind", "payload", "attempts")
+
+
 @functools.lru_cache(maxsize=None)
-def _claim_statements(postgres: bool, limit: int, kinds: KindFilter | None):
-    """The claim's statements, built once: building and cache-keying them on every call, and
-    running them through the ORM, cost more CPU than the database spends executing them."""
+def _claim_statements(postgres: bool, limit: int, kinds: KindFilter | None) -> tuple[Statement, ...]:
+    """The claim's statements, built once (building and cache-keying them on every call cost more
+    CPU than the database spends executing them).
+
+    PostgreSQL: ONE statement: pick (``FOR UPDATE SKIP LOCKED``), lease, and read the jobs'
+    instances. SQLite (no data-modifying CTEs): lease what the pick finds in one UPDATE, then
+    read the instances of the jobs just leased, in the same write transaction.
+    """
     now = bindparam("now")
     other = _jobs.alias("other")
     blocked = exists().where(
@@ -87,49 +104,49 @@ def _claim_statements(postgres: bool, limit: int, kinds: KindFilter | None):
             .order_by(_jobs.c.run_at, _jobs.c.id).limit(limit))
     if kinds is not None:
         pick = pick.where(kinds.condition(_jobs.c.kind))
+    lease = update(_jobs).values(locked_by=bindparam("worker_id"), locked_until=bindparam("locked_until"),
+                                 attempts=_jobs.c.attempts + 1)
+    returned = [_jobs.c[name] for name in _JOB_COLUMNS] + [_jobs.c.run_at]
     if postgres:
-        pick = pick.with_for_update(skip_locked=True, of=_jobs)
-    ids = bindparam("ids", expanding=True)
-    columns = (_jobs.c.id, _jobs.c.tenant_id, _jobs.c.instance_id, _jobs.c.kind, _jobs.c.payload,
-               _jobs.c.attempts)
-    lease = (update(_jobs).where(_jobs.c.id.in_(ids))
-             .values(locked_by=bindparam("worker_id"), locked_until=bindparam("locked_until"),
-                     attempts=_jobs.c.attempts + 1)
-             .returning(*columns))  # lease and read back in one statement
-    return pick, lease
+        picked = pick.with_for_update(skip_locked=True, of=_jobs).cte("picked")
+        leased = lease.where(_jobs.c.id == picked.c.id).returning(*returned).cte("leased")
+        return (Statement(
+            select(*[leased.c[name] for name in _JOB_COLUMNS],
+                   *[_instances.c[name].label(f"instance_row_{name}") for name in INSTANCE_COLUMNS])
+            .select_from(leased.outerjoin(_instances, _instances.c.id == leased.c.instance_id))
+            .order_by(leased.c.run_at, leased.c.id), writes=True),)
+    mine = select(_jobs.c.instance_id).where(_jobs.c.locked_by == bindparam("worker_id"),
+                                             _jobs.c.locked_until == bindparam("locked_until"))
+    return (Statement(lease.where(_jobs.c.id.in_(pick.scalar_subquery())).returning(*returned)),
+            Statement(select(*[_instances.c[name] for name in INSTANCE_COLUMNS])
+                      .where(_instances.c.id.in_(mine.scalar_subquery()))))
 
 
 def claim(worker_id: str, lease_seconds: float, limit: int = 1, kinds: KindFilter | None = None) -> list[ClaimedJob]:
     """Lease up to ``limit`` ready jobs (of ``kinds``, default any) to ``worker_id`` and commit the lease.
 
     Oldest due first, at most one job per instance (a leased job holds back its instance's others).
+    A short transaction of its own (``writes.short_transaction``): on PostgreSQL one statement in
+    autocommit, one round trip. The session's transaction, if one is open, is committed first
+    (a claim always committed it; on SQLite it would hold the write lock the claim needs).
     """
-    now = utcnow()
-    pick, lease = _claim_statements(db.engine.dialect.name == "postgresql", limit, kinds)
-    try:
-        connection = db.session.connection()
-        ids = list(connection.execute(pick, {"now": now}).scalars())
-        if not ids:
-            db.session.rollback()
-            return []
-        rows = connection.execute(lease, {"ids": ids, "worker_id": worker_id,
-                                          "locked_until": now + timedelta(seconds=lease_seconds)})
-        order = {job_id: index for index, job_id in enumerate(ids)}
-        rows = sorted(rows.all(), key=lambda row: order[row.id])
-        instance_ids = [row.instance_id for row in rows if row.instance_id is not None]
-        instances = {r.id: r for r in connection.execute(_INSTANCE_ROWS, {"ids": instance_ids})} if instance_ids else {}
+    if db.session.registry.has() and db.session().in_transaction():  # (no session made just to ask)
         db.session.commit()
-    except Exception:
-        db.session.rollback()
-        raise
-    return [ClaimedJob(*row, instance_row=instances.get(row.instance_id)) for row in rows]
-
-
-_instances = Instance.__table__
-_INSTANCE_ROWS = (select(_instances.c.id, _instances.c.tenant_id, _instances.c.status, _instances.c.revision,
-                         _instances.c.state, _instances.c.definition_id, _instances.c.variables,
-                         _instances.c.called_definitions, _instances.c.waiting_for)
-                  .where(_instances.c.id.in_(bindparam("ids", expanding=True))))
+    now = utcnow()
+    engine = db.engine
+    postgres = engine.dialect.name == "postgresql"
+    params = {"now": now, "worker_id": worker_id, "locked_until": now + timedelta(seconds=lease_seconds)}
+    width = len(_JOB_COLUMNS)
+    with writes.short_transaction(engine, None, single_write=True) as executor:
+        if postgres:
+            [statement] = _claim_statements(True, limit, kinds)
+            rows = executor.rows(statement, params)
+            return [ClaimedJob(*row[:width], instance_row=InstanceRow(*row[width:]) if row[width] is not None else None)
+                    for row in rows]
+        lease, read = _claim_statements(False, limit, kinds)
+        rows = sorted(executor.rows(lease, params), key=lambda row: (row[width], row[0]))  # (run_at, id)
+        instances = {row[0]: InstanceRow(*row) for row in executor.rows(read, params)} if rows else {}
+    return [ClaimedJob(*row[:width], instance_row=instances.get(row[2])) for row in rows]
 
 
 def finish(job: ClaimedJob, worker_id: str) -> bool:

@@ -105,11 +105,13 @@ class Runner:
     def _save(self, advance: _Advance) -> None:
         """The instance and its job, then the rows that hang off it, in one transaction. An advance
         that writes nothing else takes a short transaction of its own (``writes.short_transaction``),
-        without the ORM session's machinery; both run the same two writes."""
+        without the ORM session's machinery; both run the same writes."""
         rows_too = self._rows_to_write(advance)
         try:
             if not rows_too:
-                with writes.short_transaction(db.engine, self.wakers) as executor:
+                # One statement on PostgreSQL (autocommit) unless a pruned tree's path rows go too.
+                with writes.short_transaction(db.engine, self.wakers,
+                                              single_write=not advance.outcome.steps) as executor:
                     self._save_instance_and_job(executor, advance)
             else:
                 self._save_instance_and_job(writes.SessionExecutor(), advance)
@@ -126,13 +128,12 @@ class Runner:
     @staticmethod
     def _save_instance_and_job(executor: writes.Executor, advance: _Advance) -> None:
         job, row, outcome = advance.job, advance.row, advance.outcome
-        writes.save_instance(executor, job.instance_id, row.revision, {
+        writes.save_advance(executor, job.instance_id, row.revision, {
             "status": outcome.status, "state": outcome.state, "variables": outcome.variables,
             "waiting_for": outcome.waiting_for, "output_keys": outcome.output_keys, "error": outcome.error,
             "revision": row.revision + 1, "called_definitions": advance.pinned or None,
-            "completed_at": utcnow() if outcome.status != "running" else None})
+            "completed_at": utcnow() if outcome.status != "running" else None}, job.id, advance.worker_id)
         writes.add_path_steps(executor, row.tenant_id, job.instance_id, outcome.steps)
-        writes.finish_job(executor, job.id, advance.worker_id, job.instance_id)
 
     def _rows_to_write(self, advance: _Advance) -> list[Callable[[], None]]:
         """The writes of this advance besides the instance and its job, in lock order (dialog rows

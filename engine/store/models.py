@@ -220,7 +220,8 @@ class RateLimitWindow(db.Model):
 from engine.store.chat_models import (AiDialog, AiKnowledge, Channel, Conversation, InboundReceipt,  # noqa: E402
                                       Message, UnreachableChat)
 from engine.store.waiting_models import EventSubscription, ExternalTask  # noqa: E402
+from engine.store.task_counts import TaskCount  # noqa: E402
 
 __all__ = ["AiDialog", "AiKnowledge", "ApiKey", "Channel", "Conversation", "Definition", "Delivery",
            "EventSubscription", "ExternalTask", "IdempotencyRecord", "InboundReceipt", "Instance", "InstanceSteps",
-           "Job", "Message", "RateLimitWindow", "Task", "Tenant", "UnreachableChat", "WebhookRoute"]
+           "Job", "Message", "RateLimitWindow", "Task", "TaskCount", "Tenant", "UnreachableChat", "WebhookRoute"]

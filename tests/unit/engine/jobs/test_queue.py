@@ -86,3 +86,26 @@ def test_a_job_given_back_unrun_keeps_its_attempts_and_a_released_one_waits_its_
     assert (row.locked_by, row.last_error) == (None, "Boom") and row.run_at > utcnow() + timedelta(seconds=50)
     db.session.rollback()
     assert jobs.claim("w", 30) == []
+
+
+def test_a_claim_returns_the_rows_a_plain_read_finds(instance):
+    """The claim leases and reads in one statement on PostgreSQL (two on SQLite): the job and the
+    instance row it hands over are those of the table, oldest due first, jobs of no instance too."""
+    from engine.jobs.queue import INSTANCE_COLUMNS
+    from engine.store.models import Instance
+
+    tenant_id, instance_id, _definition = instance
+    jobs.enqueue(tenant_id, DELIVER, payload={"delivery_id": 7}, run_at=utcnow() - timedelta(seconds=5))
+    db.session.commit()
+    claimed = jobs.claim("w1", 30, limit=4)
+    assert [job.kind for job in claimed] == [DELIVER, START]  # (run_at, id) order
+    deliver, start = claimed
+    assert deliver.instance_id is None and deliver.instance_row is None and deliver.payload == {"delivery_id": 7}
+    for job in claimed:
+        row = db.session.execute(select(Job).where(Job.id == job.id)).scalar_one()
+        assert (row.tenant_id, row.instance_id, row.kind, row.payload, row.attempts, row.locked_by) == \
+            (job.tenant_id, job.instance_id, job.kind, job.payload, job.attempts, "w1") and job.attempts == 1
+    table = db.session.execute(select(*[Instance.__table__.c[name] for name in INSTANCE_COLUMNS])
+                               .where(Instance.id == instance_id)).one()
+    assert tuple(start.instance_row) == tuple(table) and start.instance_row.revision == 0
+    db.session.rollback()

@@ -57,7 +57,7 @@ def test_a_short_save_writes_what_the_session_save_writes(started, runner, monke
     short, full = started(2)
     transactions = []
     original = writes.short_transaction
-    monkeypatch.setattr(writes, "short_transaction", lambda *a: transactions.append(1) or original(*a))
+    monkeypatch.setattr(writes, "short_transaction", lambda *a, **k: transactions.append(1) or original(*a, **k))
     runner.advance(short, WORKER)
     assert transactions == [1]
     # The same advance through the session's transaction (as when it has rows of its own to write).

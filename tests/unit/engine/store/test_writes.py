@@ -149,3 +149,101 @@ def test_path_steps_are_the_same_rows_through_either_executor(definition):
     assert len(rows) == 2
     assert [{k: v for k, v in row._asdict().items() if k != "id"} for row in rows] == \
         [{"tenant_id": tenant_id, "instance_id": instance_id, "steps": steps}] * 2
+
+
+# -- PostgreSQL's single statements against the general path's statements -------------------------
+
+class _GeneralPath(writes.SessionExecutor):
+    """The session's executor made to run the general path (one statement per row, as on SQLite)."""
+
+    def __init__(self):
+        super().__init__()
+        self.postgres = False
+
+
+SAVED = {"status": "completed", "state": '{"x": 1}', "variables": {"amount": 60, "total": 120},
+         "waiting_for": [], "output_keys": ["total"], "error": None, "revision": 1,
+         "called_definitions": {"sub": 3}, "completed_at": None}
+
+
+def _leased_start(tenant_id: int, definition_id: int, worker: str = "me") -> tuple[int, int]:
+    instance_id = writes.create_instance(writes.SessionExecutor(), tenant_id, definition_id, VARIABLES, START)
+    db.session.execute(update(Job).where(Job.instance_id == instance_id).values(locked_by=worker))
+    job_id = db.session.execute(select(Job.id).where(Job.instance_id == instance_id)).scalar_one()
+    db.session.commit()
+    return instance_id, job_id
+
+
+def test_the_single_statement_start_writes_the_rows_of_the_general_path(definition, backend):
+    tenant_id, definition_id = definition
+    with writes.short_transaction(db.engine, None, single_write=True) as executor:
+        single = writes.create_instance(executor, tenant_id, definition_id, VARIABLES, START,
+                                        {"start_event": "s1"})
+    general = writes.create_instance(_GeneralPath(), tenant_id, definition_id, VARIABLES, START,
+                                     {"start_event": "s1"})
+    db.session.commit()
+    assert _comparable(*_rows(single)) == _comparable(*_rows(general))
+    instance, job = _rows(single)
+    assert job["instance_id"] == instance["id"] == single and job["payload"]["start_event"] == "s1"
+    assert instance["started_at"] <= job["run_at"] and job["attempts"] == 0 and job["locked_by"] is None
+
+
+def test_the_single_statement_save_writes_the_rows_of_the_general_path(definition, backend):
+    tenant_id, definition_id = definition
+    (single, single_job), (general, general_job) = (_leased_start(tenant_id, definition_id) for _ in range(2))
+    with writes.short_transaction(db.engine, None, single_write=True) as executor:
+        writes.save_advance(executor, single, 0, SAVED, single_job, "me")
+    writes.save_advance(_GeneralPath(), general, 0, SAVED, general_job, "me")
+    db.session.commit()
+
+    def saved(instance_id):
+        row = db.session.execute(select(Instance.__table__).where(Instance.id == instance_id)).one()._asdict()
+        jobs_left = db.session.execute(select(Job.id).where(Job.instance_id == instance_id)).all()
+        db.session.rollback()
+        assert row.pop("id") and row.pop("started_at")
+        return row, jobs_left
+
+    assert saved(single) == saved(general)
+    assert saved(single)[0]["variables"] == SAVED["variables"] and saved(single)[1] == []
+
+
+@pytest.mark.parametrize("path", ["single", "general"])
+def test_a_save_whose_lease_or_revision_is_lost_writes_nothing(definition, path):
+    tenant_id, definition_id = definition
+    (stolen, stolen_job), (moved, moved_job) = (_leased_start(tenant_id, definition_id) for _ in range(2))
+    db.session.execute(update(Job).where(Job.id == stolen_job).values(locked_by="another worker"))
+    db.session.execute(update(Instance).where(Instance.id == moved).values(revision=5))
+    db.session.commit()
+    for instance_id, job_id in ((stolen, stolen_job), (moved, moved_job)):
+        with pytest.raises(writes.Lost):
+            if path == "single":
+                with writes.short_transaction(db.engine, None, single_write=True) as executor:
+                    writes.save_advance(executor, instance_id, 0, SAVED, job_id, "me")
+            else:
+                writes.save_advance(_GeneralPath(), instance_id, 0, SAVED, job_id, "me")
+        db.session.rollback()
+        # Neither the instance nor the job changed: the job's effect will be applied exactly once.
+        assert db.session.get(Instance, instance_id).status == "running"
+        assert db.session.get(Job, job_id) is not None
+        db.session.rollback()
+
+
+def test_a_save_wakes_for_the_instance_job_it_held_back(definition):
+    tenant_id, definition_id = definition
+    instance_id, job_id = _leased_start(tenant_id, definition_id)
+    writes.add_job(writes.SessionExecutor(), tenant_id, "message", instance_id=instance_id)
+    db.session.commit()
+    woken = []
+    with writes.short_transaction(db.engine, woken.append, single_write=True) as executor:
+        writes.save_advance(executor, instance_id, 0, {**SAVED, "status": "running"}, job_id, "me")
+    assert woken == [Counter({"message": 1})]
+
+
+def test_a_single_write_transaction_refuses_a_second_write(definition, backend):
+    tenant_id, definition_id = definition
+    if backend != "postgresql":  # SQLite runs every short transaction in BEGIN IMMEDIATE
+        return
+    with pytest.raises(RuntimeError, match="second write"):
+        with writes.short_transaction(db.engine, None, single_write=True) as executor:
+            writes.create_instance(executor, tenant_id, definition_id, {}, START)
+            writes.add_job(executor, tenant_id, "message")
