@@ -14,6 +14,7 @@ import click
 from flask import Flask
 from flask_migrate import Migrate, upgrade
 
+from engine import json_values
 from engine.jobs.wakers import LongPoll, Wakers
 from engine.store.workflows import SpecCache
 from engine.store.db import WAKERS, configure_sqlite, db
@@ -222,7 +223,11 @@ def create_app(config: dict | None = None) -> Flask:
         SQLALCHEMY_DATABASE_URI=settings.database_url,
         # A ping before every checkout finds connections a database server dropped; a SQLite file
         # has no server to drop them, and the ping was a statement per request and per job.
-        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": not settings.database_url.startswith("sqlite")},
+        # JSON columns never write NaN or Infinity, and rows written before the door refused such
+        # values (or nesting past its limit) still read, as markers (engine.json_values).
+        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": not settings.database_url.startswith("sqlite"),
+                                   "json_serializer": json_values.write_stored,
+                                   "json_deserializer": json_values.read_stored},
         MAX_CONTENT_LENGTH=settings.max_body_bytes,
     )
     app.json.sort_keys = False  # answers keep the order the code builds them in

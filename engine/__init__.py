@@ -26,6 +26,9 @@ test, tests/unit/test_layering.py, holds every module to it):
                 task rows, event subscriptions, message and signal routing,
                 timer starts
 
+``errors`` and ``json_values`` (what a stored JSON value may be, and the strict reader every door
+uses) are leaves every sub-package but telemetry may import.
+
 Nothing in engine/ imports ``rpc``, ``channels``, ``console`` or ``app``; only ``store`` touches
 Flask (the database extension lives there). ``bpmn/`` imports only ``errors`` and ``sandbox`` of
 the engine; ``ai/`` imports nothing of Baton.
@@ -34,10 +37,10 @@ the engine; ``ai/`` imports nothing of Baton.
 # What each sub-package may import of engine/ (itself always); "top" is engine's own modules.
 LAYERS = {
     "telemetry": (),
-    "store": ("errors", "telemetry"),
-    "jobs": ("errors", "store", "telemetry"),
-    "sandbox": ("errors", "telemetry"),
-    "outbound": ("errors", "store", "jobs", "telemetry"),
-    "chat": ("errors", "store", "jobs", "outbound", "telemetry"),
-    "runtime": ("errors", "store", "jobs", "sandbox", "outbound", "chat", "telemetry"),
+    "store": ("errors", "json_values", "telemetry"),
+    "jobs": ("errors", "json_values", "store", "telemetry"),
+    "sandbox": ("errors", "json_values", "telemetry"),
+    "outbound": ("errors", "json_values", "store", "jobs", "telemetry"),
+    "chat": ("errors", "json_values", "store", "jobs", "outbound", "telemetry"),
+    "runtime": ("errors", "json_values", "store", "jobs", "sandbox", "outbound", "chat", "telemetry"),
 }
