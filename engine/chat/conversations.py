@@ -96,25 +96,33 @@ def accept(channel: Channel, arrival: Arrival) -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
+# How often a message looks for its chat's conversation again after another message opened one
+# first: each retry follows a winner's commit, so only a chat whose conversations open and close
+# as fast as its messages arrive needs more than one or two.
+OPEN_ATTEMPTS = 20
+
+
 def _route_or_start(channel: Channel, arrival: Arrival) -> dict[str, Any]:
-    now, chat_id, text = utcnow(), arrival.chat_id, arrival.text
+    now, text = utcnow(), arrival.text
     user_id, username = arrival.user_id, arrival.username
-    found = db.session.execute(
-        select(Conversation, Instance.status).join(Instance, Instance.id == Conversation.instance_id)
-        .where(Conversation.channel_id == channel.id, Conversation.chat_id == chat_id,
-               Conversation.status == "active")
-        .with_for_update(of=Conversation)).first()
-    conversation = None
-    if found is not None:
-        conversation, instance_status = found
-        if instance_status != "running":  # ended without closing it (should not happen): close it now
-            conversation.status, conversation.closed_at = "closed", now
-            db.session.flush()
-            conversation = None
-    opened = conversation is None
-    if opened:
-        conversation = _open(channel, arrival, now)
+    for _ in range(OPEN_ATTEMPTS):
+        conversation = _active_conversation(channel, arrival.chat_id, now)
+        if conversation is not None:
+            opened = False
+            break
+        try:
+            # In a savepoint: the losers of a race to open the chat's conversation (PostgreSQL's
+            # unique index refuses them once the winner commits) look again and join the winner's.
+            with db.session.begin_nested():
+                conversation = _open(channel, arrival, now)
+            opened = True
+            break
+        except IntegrityError:
+            continue
     else:
+        raise ConflictError(f"The chat '{arrival.chat_id}' opened and closed conversations faster than its "
+                            "messages arrived; send the message again.")
+    if not opened:
         conversation.last_message_at = now
         conversation.external_user_id = user_id or conversation.external_user_id
         conversation.external_username = username or conversation.external_username
@@ -131,6 +139,24 @@ def _route_or_start(channel: Channel, arrival: Arrival) -> dict[str, Any]:
                          payload={"variables": variables})
     return {"accepted": True, "binding_id": conversation.id, "instance_id": conversation.instance_id,
             "message_id": message.id}
+
+
+def _active_conversation(channel: Channel, chat_id: str, now) -> Conversation | None:
+    """The chat's active conversation, locked; one whose instance ended without closing it (should
+    not happen) is closed here and not returned."""
+    found = db.session.execute(
+        select(Conversation, Instance.status).join(Instance, Instance.id == Conversation.instance_id)
+        .where(Conversation.channel_id == channel.id, Conversation.chat_id == chat_id,
+               Conversation.status == "active")
+        .with_for_update(of=Conversation)).first()
+    if found is None:
+        return None
+    conversation, instance_status = found
+    if instance_status != "running":
+        conversation.status, conversation.closed_at = "closed", now
+        db.session.flush()
+        return None
+    return conversation
 
 
 def _open(channel: Channel, arrival: Arrival, now) -> Conversation:
