@@ -13,13 +13,18 @@ from werkzeug.exceptions import HTTPException
 
 from engine import json_values
 from engine.errors import BadRequestError, BatonError, HttpStatusError, MethodNotAllowedError, PayloadTooLargeError
-from engine.store.db import db
+from engine.store.db import db, is_nul_refusal
 
 log = logging.getLogger("baton.http")
 
 _HTTP_REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                  405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
                  415: "unsupported_media_type", 429: "too_many_requests"}
+
+
+def nul_refused() -> BadRequestError:
+    """A caller's NUL that reached a query PostgreSQL refuses (engine.store.db.is_nul_refusal)."""
+    return BadRequestError("The request holds a NUL character (U+0000) where Baton cannot keep one.")
 
 
 def parse_json_object(body: bytes) -> dict:
@@ -84,6 +89,8 @@ def register_http(app: Flask) -> None:
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):
         db.session.rollback()
+        if is_nul_refusal(error):
+            return error_response(nul_refused())
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(BatonError())
 

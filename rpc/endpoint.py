@@ -38,7 +38,7 @@ from engine.auth import authenticate
 from engine.errors import (BatonError, InvalidParamsError, InvalidRequestError, MethodNotAllowedError,
                            MethodNotFoundError, ParseError, PayloadTooLargeError, TooManyRequestsError,
                            UnauthorizedError)
-from engine.store.db import db, iso
+from engine.store.db import db, is_nul_refusal, iso
 from engine.telemetry import context as log_context
 from rpc.registry import MethodTable, RpcContext
 
@@ -221,7 +221,11 @@ def _invoke(context: RpcContext, methods: MethodTable, name: str, params: Any) -
     except BatonError as exc:
         _rollback()
         return _baton_error(exc)
-    except Exception:
+    except Exception as exc:
+        if is_nul_refusal(exc):
+            _rollback()
+            return _baton_error(InvalidParamsError(
+                "A parameter holds a NUL character (U+0000) where Baton cannot keep one."))
         log.exception("JSON-RPC method %r failed (tenant %s)", name,
                       getattr(context.principal, "tenant_id", None))
         _rollback()
