@@ -359,14 +359,19 @@ def _register_cli(app: Flask) -> None:
     @click.option("--threads", default=8, show_default=True, help="HTTP threads.")
     def serve(host, port, threads):
         """Serve HTTP with waitress, with the background workers in this process."""
-        from waitress import serve as waitress_serve
+        from waitress import create_server
+
+        from channels.http_server import JsonErrorChannel
 
         ensure_default_tenant(app)
         app.extensions["baton"].start_workers()
         click.echo(f"Baton listening on http://{host}:{port}", err=True)
-        waitress_serve(app, host=host, port=port, threads=threads, ident="baton",
-                       # Flask answers oversized bodies (JSON 413) from Content-Length; waitress only stops absurd ones.
-                       max_request_body_size=max(16 * app.config["MAX_CONTENT_LENGTH"], 16 << 20))
+        server = create_server(app, host=host, port=port, threads=threads, ident="baton",
+                               # Flask answers oversized bodies (JSON 413) from Content-Length; waitress
+                               # only stops absurd ones (JSON too: channels/http_server.py).
+                               max_request_body_size=max(16 * app.config["MAX_CONTENT_LENGTH"], 16 << 20))
+        server.channel_class = JsonErrorChannel  # requests waitress cannot parse: the JSON error shape
+        server.run()
 
 
 def create_server_app() -> Flask:
