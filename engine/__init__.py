@@ -8,7 +8,8 @@ test, tests/unit/test_layering.py, holds every module to it):
     package     owns                                                          may import (of engine)
     (top)       use cases: auth, definitions, instances, tasks, external      anything below
                 tasks, messages, webhooks, forms, insight (the console's
-                views of runs), rate limits, gauges read at scrape time, errors
+                views of runs), rate limits, gauges read at scrape time, errors,
+                json_values
     telemetry/  metrics (counters, histograms, their multiprocess files),     nothing
                 the ids a log line carries, the log format
     store/      models, database setup, the one write path, paging,           errors, telemetry
@@ -26,8 +27,8 @@ test, tests/unit/test_layering.py, holds every module to it):
                 task rows, event subscriptions, message and signal routing,
                 timer starts
 
-``errors`` and ``json_values`` (what a stored JSON value may be, and the strict reader every door
-uses) are leaves every sub-package but telemetry may import.
+``json_values`` (the top's JSON limits and the strict reader every door uses) is, like ``errors``,
+a leaf every sub-package but telemetry may import (left out of the column above).
 
 Nothing in engine/ imports ``rpc``, ``channels``, ``console`` or ``app``; only ``store`` touches
 Flask (the database extension lives there). ``bpmn/`` imports only ``errors`` and ``sandbox`` of
