@@ -142,3 +142,21 @@ def test_rows_already_written_with_unreadable_values_still_read(api, approval, b
         assert status["variables"]["inf"] == "[unreadable value: Infinity is not a JSON number]"
         assert row["variables"]["inf"] == "[unreadable value: Infinity is not a JSON number]"
     assert api.call("process.list", per_page=100)["items"]
+
+
+@pytest.mark.parametrize("answer, where", [(b'{"v": 1e400}', "answer.v"), (b'{"v": [NaN]}', "answer.v[0]"),
+                                           (b'{"v": ' + b"[" * 3000 + b"]" * 3000 + b"}", "answer")])
+def test_an_http_task_answer_that_cannot_be_stored_fails_the_instance_naming_where(api, unique_code, answer, where):
+    from tests.receiver import Answer, Receiver
+    receiver = Receiver(Answer(200, answer, headers={"Content-Type": "application/json"})).start()
+    try:
+        api.deploy(bpmn("http_call.bpmn"), code=unique_code)
+        instance_id = api.call("process.start", definition_id=unique_code, variables={
+            "base": receiver.url, "order_id": 1, "note": "n", "token": "t"})["instance_id"]
+        status = api.wait_for(instance_id)
+    finally:
+        receiver.stop()
+    assert status["status"] == "failed"
+    assert status["error"]["element_id"] == "call_crm"
+    assert "cannot be stored" in status["error"]["message"] and where in status["error"]["message"]
+    assert api.call("task.list", per_page=100)["items"] is not None
