@@ -6,13 +6,13 @@ works on its answer, so a change in how instance state is stored changes that on
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import exists, func, literal_column, select, true
 
+from engine import json_values
 from engine.errors import NotFoundError
 from engine.instances import shown_waiting_for
 from engine.runtime.outcome import kind_of
@@ -83,7 +83,7 @@ def read_path(specs: SpecCache, tenant_id: int, definition_id: int,
     if not state:
         return [], []
     spec, own_subprocesses = specs.get(tenant_id, definition_id)
-    tree = json.loads(state)
+    tree = json_values.read_stored(state)  # a state saved before the JSON limits still reads
     steps: list[Step] = []
     flows: dict[tuple[str, str], None] = {}
     _walk_workflow(tree, spec, steps, flows)

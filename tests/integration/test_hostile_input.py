@@ -130,8 +130,15 @@ def test_rows_already_written_with_unreadable_values_still_read(api, approval, b
         with engine.begin() as conn:
             conn.execute(text("UPDATE instances SET variables = :v WHERE id = :id"), {"v": bad, "id": instance_id})
             conn.execute(text("UPDATE tasks SET variables = :v WHERE id = :id"), {"v": bad, "id": task["task_id"]})
+            state = json.loads(conn.execute(text("SELECT state FROM instances WHERE id = :id"),
+                                            {"id": instance_id}).scalar_one())
+            state["data"] = {"deep": "PLACEHOLDER"}
+            conn.execute(text("UPDATE instances SET state = :s WHERE id = :id"),
+                         {"s": json.dumps(state).replace('"PLACEHOLDER"', deep), "id": instance_id})
     finally:
         engine.dispose()
+    path = api.call("process.path", instance_id=instance_id)  # reads the stored workflow state
+    assert path["instance_id"] == instance_id
     status = api.call("process.status", instance_id=instance_id)
     assert status["variables"]["ok"] == 1
     assert "[unreadable value: nested deeper than 64 levels]" in json.dumps(status["variables"])
