@@ -74,7 +74,9 @@ def parse(data: bytes | str) -> Any:
 def parse_checked(data: bytes | str, where: str = "body") -> Any:
     """``parse``, then ``check``: a value wholly within the limits, or the error naming where it is not."""
     value = parse(data)
-    check(value, where)
+    raw = data if isinstance(data, (bytes, bytearray)) else data.encode("utf-8", "surrogatepass")
+    if not isinstance(value, (dict, list)) or not _text_is_clean(bytes(raw), value):
+        check(value, where)  # the walk that names the place, only when the text hints at one
     return value
 
 
@@ -84,9 +86,65 @@ def check(value: Any, where: str) -> None:
         raise found
 
 
+# Signs in JSON text (as UTF-8 bytes, digits folded to 0 and E to e) that a value may break a
+# limit: a long digit run (an integer past 64 bits, a float that overflows), a three-digit
+# exponent, an escaped surrogate, NaN or Infinity. A string may hold one too: then the walk
+# decides, the check is only slower. Everything here runs at the speed of C.
+_FOLD = bytes.maketrans(b"123456789E", b"000000000e")
+_LONG_NUMBER = (b"0" * 19, b"e000", b"e+000", b"e-000")
+_ESCAPED_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]")
+_CHECK_ENCODER = json.JSONEncoder(allow_nan=False, ensure_ascii=False, check_circular=False).encode
+
+
+def _text_is_clean(data: bytes, value: Any, depth: int = 0) -> bool:
+    """Whether the JSON ``data`` of ``value`` is surely within the limits: most values are, and the
+    walk of ``problem``, which names the place, costs several parses."""
+    if b"NaN" in data or b"Infinity" in data:
+        return False
+    if b"\\u" in data and _ESCAPED_SURROGATE.search(data):
+        return False
+    folded = data.translate(_FOLD)
+    if any(sign in folded for sign in _LONG_NUMBER):
+        return False
+    if data.count(b"[") + data.count(b"{") <= MAX_DEPTH - depth:
+        return True
+    return _depth_within(value, depth)
+
+
+def _depth_within(value: Any, depth: int) -> bool:
+    """Containers only, no paths: the cheap walk for a value with many objects and arrays."""
+    stack = [(value, depth)]
+    while stack:
+        item, level = stack.pop()
+        if level >= MAX_DEPTH:
+            return False
+        for child in (item.values() if isinstance(item, dict) else item):
+            if isinstance(child, (dict, list, tuple)):
+                stack.append((child, level + 1))
+    return True
+
+
+def _is_clean(value: Any, depth: int) -> bool:
+    try:
+        data = _CHECK_ENCODER(value).encode("utf-8")  # a lone surrogate cannot be encoded
+    except (ValueError, TypeError, RecursionError):  # NaN/Infinity, a sentinel, a Python object, depth
+        return False
+    return _text_is_clean(data, value, depth)
+
+
 def problem(value: Any, where: str, depth: int = 0) -> JsonValueError | None:
     """The first part of ``value`` outside the limits, as an error naming its path; None if all is
     well. ``depth``: the levels ``value`` already sits in (a batch item's params sit in two)."""
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        why = _scalar_problem(value)
+        return None if why is None else JsonValueError(where, why)
+    if _is_clean(value, depth):
+        return None
+    return _walk(value, where, depth)
+
+
+def _walk(value: Any, where: str, depth: int) -> JsonValueError | None:
+    """Every part of ``value``, with its path: the slow check that names the place."""
     stack: list[tuple[Any, str, int]] = [(value, where, depth)]
     while stack:
         item, path, depth = stack.pop()

@@ -4,9 +4,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine import json_values
 from engine.json_values import MAX_DEPTH, JsonSyntaxError, JsonValueError
+from tests import fuzz_cases
 
 
 def nested(levels: int) -> str:
@@ -79,3 +82,21 @@ def test_the_stored_serializer_refuses_nan():
     with pytest.raises(ValueError):
         json_values.write_stored({"v": float("nan")})
     assert json_values.write_stored({"v": 1}) == '{"v": 1}'
+
+
+@settings(max_examples=400, deadline=None, database=None, derandomize=True)
+@given(value=st.one_of(fuzz_cases.hostile_values, st.lists(fuzz_cases.hostile_values, max_size=30),
+                       st.integers(55, 75).map(lambda n: json.loads("[" * n + "1" + "]" * n)),
+                       st.integers(1, 40).map(lambda n: [{"a": json.loads("[" * 60 + "]" * 60)}] * n),
+                       st.dictionaries(fuzz_cases.texts, fuzz_cases.hostile_values, max_size=30)))
+def test_the_fast_check_agrees_with_the_walk_that_names_the_place(value):
+    """``problem`` skips the walk when the value's JSON text is surely clean: never wrongly."""
+    value = json.loads(json.dumps(value)) if not isinstance(value, fuzz_cases.Raw) else str(value)
+    walked = json_values._walk(value, "v", 0)
+    assert (json_values.problem(value, "v") is None) == (walked is None)
+    try:
+        text = json.dumps(value, allow_nan=True).encode("utf-8", "surrogatepass")
+    except (ValueError, RecursionError):
+        return
+    if walked is None:
+        assert json_values.parse_checked(text) == value or value != value
