@@ -7,11 +7,13 @@ import statistics
 import threading
 import time
 
+import pytest
 import requests
 
 from tests.harness import bpmn
 from tests.integration.test_tasks import open_task
 
+pytestmark = pytest.mark.slow
 TASKS = 100
 
 

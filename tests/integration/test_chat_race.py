@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import concurrent.futures
 
+import pytest
 import requests
 
 from tests.integration.test_webchat import (_in_message_ids_oldest_first, chat_key, channel,  # noqa: F401
                                             collecting, conversations_on, eventually, variables_of)
 
+pytestmark = pytest.mark.slow
 ROUNDS = int(__import__("os").environ.get("BATON_RACE_ROUNDS", "6"))
 PARALLEL = 20
 

@@ -19,6 +19,7 @@ from tests.conftest import make_database_url
 from tests.harness import BatonServer, drop_postgres_database
 from tests.receiver import Receiver
 
+pytestmark = pytest.mark.slow
 SCALE = float(os.environ.get("BATON_FUZZ_SCALE", "1"))
 
 
