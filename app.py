@@ -371,6 +371,7 @@ def _register_cli(app: Flask) -> None:
                                # only stops absurd ones (JSON too: channels/http_server.py).
                                max_request_body_size=max(16 * app.config["MAX_CONTENT_LENGTH"], 16 << 20))
         server.channel_class = JsonErrorChannel  # requests waitress cannot parse: the JSON error shape
+        server.print_listen("Serving on http://{}:{}")  # as waitress.serve does
         server.run()
 
 
