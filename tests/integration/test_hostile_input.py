@@ -113,6 +113,7 @@ def test_a_value_a_script_makes_that_cannot_be_read_back_fails_its_instance_nami
     assert status["status"] == "failed"
     message = status["error"]["message"]
     assert "cannot be stored" in message and ("variables.big" in message or "variables.d[0]" in message)
+    assert status["error"]["element_id"] == "make"
     # The failed instance still reads, and the tenant's lists still answer.
     assert api.call("process.status", instance_id=instance_id)["status"] == "failed"
     assert api.call("task.list", per_page=100)["items"] is not None
