@@ -130,6 +130,7 @@ def main() -> int:
                         help="requests per database (default 100000, or BATON_FUZZ_EXAMPLES)")
     parser.add_argument("--minutes", type=float, default=120.0, help="stop each database after this long")
     parser.add_argument("--scale", type=int, default=5, help="examples per door in one round, x this")
+    parser.add_argument("--results", type=Path, default=RESULTS, help=f"where to write them (default {RESULTS})")
     args = parser.parse_args()
     warnings.simplefilter("ignore")  # Hypothesis's notes about slow data generation are not results
     load_before = os.getloadavg()
@@ -143,8 +144,8 @@ def main() -> int:
               f"tenant still answers: {r['tenant_still_answers']}")
         for failure in r["first_failures"]:
             print("   ", failure)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({**run_header(load_before, postgresql="postgresql" in results),
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps({**run_header(load_before, postgresql="postgresql" in results),
                                    "command": " ".join(["bench/fuzz.py", *sys.argv[1:]]), "results": results},
                                   indent=2) + "\n")
     bad = any(r["internal"] or r["server_errors"] or r["bad_shape"] or not r["tenant_still_answers"]
