@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test check lint bench install browser clean vendor vendor-update
+.PHONY: run test check lint bench fuzz install browser clean vendor vendor-update
 
 $(BIN)/.installed: requirements.txt requirements-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,11 @@ lint: install
 
 bench: install
 	$(BIN)/python bench/throughput.py
+
+# The long fuzz run (bench/fuzz.py): 100,000 hostile requests per database unless FUZZ_REQUESTS says.
+FUZZ_REQUESTS ?= 100000
+fuzz: install
+	$(BIN)/python bench/fuzz.py --requests $(FUZZ_REQUESTS)
 
 clean:
 	rm -rf $(VENV) instance .pytest_cache

@@ -18,6 +18,7 @@ import click
 from flask import Flask
 from flask_migrate import Migrate, upgrade
 
+from engine import json_values
 from engine.jobs.processes import default_count
 from engine.jobs.wakers import LongPoll, Wakers
 from engine.store.workflows import SpecCache
@@ -262,8 +263,12 @@ def create_app(config: dict | None = None) -> Flask:
         SQLALCHEMY_DATABASE_URI=settings.database_url,
         # No ping before every checkout (a round trip per request and per job): PostgreSQL pings
         # only connections that sat idle (engine.store.db.configure_postgres); a SQLite file has
-        # no server to drop them.
-        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": False},
+        # no server to drop them. JSON columns never write NaN or Infinity, and rows written
+        # before the door refused such values (or nesting past its limit) still read, as markers
+        # (engine.json_values).
+        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": False,
+                                   "json_serializer": json_values.write_stored,
+                                   "json_deserializer": json_values.read_stored},
         MAX_CONTENT_LENGTH=settings.max_body_bytes,
     )
     app.json.sort_keys = False  # answers keep the order the code builds them in
@@ -425,15 +430,20 @@ def _register_cli(app: Flask) -> None:
         Ctrl-C: then stop listening and stop the workers gracefully (``Baton.stop``); exit 0."""
         from waitress import create_server
 
+        from channels.http_server import JsonErrorChannel
+
         ensure_default_tenant(app)
         baton = app.extensions["baton"]
         baton.start_workers(embedded=True)
         server = create_server(app, host=host, port=port, threads=threads, ident="baton",
-                               # Flask answers oversized bodies (JSON 413) from Content-Length; waitress only stops absurd ones.
+                               # Flask answers oversized bodies (JSON 413) from Content-Length; waitress
+                               # only stops absurd ones (JSON too: channels/http_server.py).
                                max_request_body_size=max(16 * app.config["MAX_CONTENT_LENGTH"], 16 << 20))
         # waitress's loop closes the server and returns on SystemExit (as on KeyboardInterrupt).
         signal.signal(signal.SIGTERM, _raise_system_exit)
         click.echo(f"Baton listening on http://{host}:{port}", err=True)
+        server.channel_class = JsonErrorChannel  # requests waitress cannot parse: the JSON error shape
+        server.print_listen("Serving on http://{}:{}")  # as waitress.serve does
         try:
             server.run()
             server.close()  # no new connections while the workers finish

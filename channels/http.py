@@ -5,15 +5,15 @@ JSON-RPC adapter, which also answers its own endpoint's HTTP errors): ``BatonErr
 """
 from __future__ import annotations
 
-import json
 import logging
 
 from flask import Flask, Response, jsonify, request
 from sqlalchemy import text
 from werkzeug.exceptions import HTTPException
 
+from engine import json_values
 from engine.errors import BadRequestError, BatonError, HttpStatusError, MethodNotAllowedError, PayloadTooLargeError
-from engine.store.db import db
+from engine.store.db import db, is_nul_refusal
 
 log = logging.getLogger("baton.http")
 
@@ -22,19 +22,35 @@ _HTTP_REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404:
                  415: "unsupported_media_type", 429: "too_many_requests"}
 
 
+def nul_refused() -> BadRequestError:
+    """A caller's NUL that reached a query PostgreSQL refuses (engine.store.db.is_nul_refusal)."""
+    return BadRequestError("The request holds a NUL character (U+0000) where Baton cannot keep one.")
+
+
 def parse_json_object(body: bytes) -> dict:
-    """A request body that must be one JSON object (NaN and Infinity refused: no database keeps them)."""
+    """A request body that must be one JSON object within Baton's limits (``engine.json_values``:
+    no NaN, Infinity or overflowing number, no nesting past the limit, no lone surrogate)."""
     try:
-        value = json.loads(body, parse_constant=_refuse_constant)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        raise BadRequestError("The body is not valid JSON (NaN and Infinity are not JSON either).") from None
+        value = json_values.parse_checked(body)
+    except json_values.JsonSyntaxError as exc:
+        raise BadRequestError(f"The body is not valid JSON: {exc}.") from None
+    except json_values.JsonValueError as exc:
+        raise BadRequestError(f"The body is refused at {exc}.", data={"where": exc.where}) from None
     if not isinstance(value, dict):
-        raise BadRequestError(f"The body must be a JSON object, not {type(value).__name__}.")
+        raise BadRequestError(f"The body must be a JSON object, not {_json_type(value)}.")
     return value
 
 
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
+def _json_type(value) -> str:
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, str):
+        return "a string"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    return "a number"
 
 
 def _translated(error: HTTPException, max_body_bytes: int) -> BatonError:
@@ -73,6 +89,8 @@ def register_http(app: Flask) -> None:
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):
         db.session.rollback()
+        if is_nul_refusal(error):
+            return error_response(nul_refused())
         log.exception("unhandled error on %s %s", request.method, request.path)
         return error_response(BatonError())
 

@@ -19,11 +19,11 @@ from urllib.parse import parse_qsl
 from flask import Blueprint, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from channels.http import error_response, parse_json_object
+from channels.http import nul_refused, error_response, parse_json_object
 from channels.request_layer import ROUTE
 from engine import webhooks
 from engine.errors import BadRequestError, BatonError
-from engine.store.db import db
+from engine.store.db import db, is_nul_refusal
 from engine.telemetry import metrics
 
 bp = Blueprint("webhook", __name__)
@@ -79,8 +79,10 @@ def inbound(webhook_id: str):
         return error_response(refusal(exc))
     except HTTPException:
         raise  # werkzeug's own (a body over the limit): the app's handler answers it
-    except Exception:
+    except Exception as exc:
         db.session.rollback()
+        if is_nul_refusal(exc):
+            return error_response(refusal(nul_refused()))
         log.exception("webhook %s failed", webhook_id[:16])
         return error_response(refusal(BatonError()))
     response = jsonify(answer)
@@ -131,7 +133,9 @@ class WebhookDoor:
             self.rate_limits.check_webhook(webhook_id)
             status, answer = 202, self.accept(_call(webhook_id, body, mimetype, _Headers(environ)))
         except Exception as exc:
-            if not isinstance(exc, BatonError):
+            if is_nul_refusal(exc):
+                exc = nul_refused()
+            elif not isinstance(exc, BatonError):
                 log.exception("webhook %s failed", webhook_id[:16])
                 exc = BatonError()
             status, answer = refusal(exc).to_http()

@@ -9,7 +9,7 @@ test, tests/unit/test_layering.py, holds every module to it):
     (top)       use cases: auth, definitions, instances, tasks, external      anything below
                 tasks, messages, webhooks, forms, insight (the console's
                 views of runs), rate limits, retention, gauges read at
-                scrape time, errors
+                scrape time, errors, json_values
     telemetry/  metrics (counters, histograms, their multiprocess files),     nothing
                 the ids a log line carries, the log format
     store/      models, database setup, the one write path, paging,           errors, telemetry
@@ -27,6 +27,9 @@ test, tests/unit/test_layering.py, holds every module to it):
                 task rows, event subscriptions, message and signal routing,
                 timer starts
 
+``json_values`` (the top's JSON limits and the strict reader every door uses) is, like ``errors``,
+a leaf every sub-package but telemetry may import (left out of the column above).
+
 Nothing in engine/ imports ``rpc``, ``channels``, ``console`` or ``app``; only ``store`` touches
 Flask (the database extension lives there). ``bpmn/`` imports only ``errors`` and ``sandbox`` of
 the engine; ``ai/`` imports nothing of Baton.
@@ -35,10 +38,10 @@ the engine; ``ai/`` imports nothing of Baton.
 # What each sub-package may import of engine/ (itself always); "top" is engine's own modules.
 LAYERS = {
     "telemetry": (),
-    "store": ("errors", "telemetry"),
-    "jobs": ("errors", "store", "telemetry"),
-    "sandbox": ("errors", "telemetry"),
-    "outbound": ("errors", "store", "jobs", "telemetry"),
-    "chat": ("errors", "store", "jobs", "outbound", "telemetry"),
-    "runtime": ("errors", "store", "jobs", "sandbox", "outbound", "chat", "telemetry"),
+    "store": ("errors", "json_values", "telemetry"),
+    "jobs": ("errors", "json_values", "store", "telemetry"),
+    "sandbox": ("errors", "json_values", "telemetry"),
+    "outbound": ("errors", "json_values", "store", "jobs", "telemetry"),
+    "chat": ("errors", "json_values", "store", "jobs", "outbound", "telemetry"),
+    "runtime": ("errors", "json_values", "store", "jobs", "sandbox", "outbound", "chat", "telemetry"),
 }

@@ -43,6 +43,14 @@ class Principal:
         if not self.allows(permission):
             raise ForbiddenError(permission)
 
+    def holds(self, permission: str) -> bool:
+        """Whether this key may grant ``permission`` to a new key: only what it holds itself, so a
+        key never makes a stronger one (``*`` only from ``*``, ``process.*`` only from ``*`` or
+        ``process.*``, ``admin`` or a method from a key allowed it)."""
+        if permission == "*" or permission.endswith(".*"):
+            return "*" in self.permissions or permission in self.permissions
+        return self.allows(permission)
+
 
 def _grants(granted: str, wanted: str) -> bool:
     if granted == "*" or granted == wanted:
@@ -88,12 +96,21 @@ def validate_permissions(permissions: object) -> list[str]:
     return list(dict.fromkeys(permissions))
 
 
-def create_key(tenant_id: int, name: str, permissions: list[str]) -> tuple[ApiKey, str]:
-    """Add a key to the session; returns the row and the key in clear (shown once, never stored)."""
+def create_key(tenant_id: int, name: str, permissions: list[str],
+               granted_by: Principal | None = None) -> tuple[ApiKey, str]:
+    """Add a key to the session; returns the row and the key in clear (shown once, never stored).
+    ``granted_by``: the key creating it (None from the command line), which may grant only the
+    permissions it holds (ForbiddenError naming the first it does not)."""
+    permissions = validate_permissions(permissions)
+    if granted_by is not None:
+        for permission in permissions:
+            if not granted_by.holds(permission):
+                raise ForbiddenError(permission, f"A key may grant only permissions it holds; this one does "
+                                                 f"not hold '{permission}'.")
     prefix = secrets.token_hex(6)
     raw = f"bt_{prefix}_{secrets.token_urlsafe(24)}"
     row = ApiKey(tenant_id=tenant_id, name=name, prefix=prefix, key_hash=_hash(raw),
-                 permissions=validate_permissions(permissions))
+                 permissions=permissions)
     db.session.add(row)
     db.session.flush()
     return row, raw

@@ -6,13 +6,13 @@ works on its answer, so a change in how instance state is stored changes that on
 """
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import Any, NamedTuple
 
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import exists, func, literal_column, select, true
 
+from engine import json_values
 from engine.errors import NotFoundError
 from engine.instances import LIST_COLUMNS, list_item, shown_waiting_for
 from engine.runtime.outcome import kind_of
@@ -104,7 +104,7 @@ def read_path(specs: SpecCache, tenant_id: int, definition_id: int, state: str |
     flows: dict[tuple[str, str], None] = {}
     walks = [_Walk(spec)]
     walks[0].add_logged(logged, shown, steps, flows)
-    tree = json.loads(state) if state else {}
+    tree = json_values.read_stored(state) if state else {}  # a state saved before the JSON limits still reads
     walks[0].add_tree(tree)
     for sub in (tree.get("subprocesses") or {}).values():
         # Embedded subprocesses are drawn in this diagram; a call activity's called process is not.

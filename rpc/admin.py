@@ -38,7 +38,8 @@ def definition_get(ctx, params):
 def apikey_create(ctx, params):
     reject_unknown(params, {"name", "permissions"})
     name = require_str(params, "name", max_len=200)
-    row, raw = auth.create_key(ctx.tenant_id, name, require_list(params, "permissions"))
+    row, raw = auth.create_key(ctx.tenant_id, name, require_list(params, "permissions"),
+                               granted_by=ctx.principal)
     db.session.commit()
     return {"key_id": row.id, "name": row.name, "permissions": row.permissions, "api_key": raw}
 

@@ -33,17 +33,19 @@ with warnings.catch_warnings():
     from jsonrpcserver import Error, Success, dispatch_to_response
     from jsonrpcserver.response import to_serializable_one
 
+from engine import json_values
 from engine.auth import authenticate
 from engine.errors import (BatonError, InvalidParamsError, InvalidRequestError, MethodNotAllowedError,
                            MethodNotFoundError, ParseError, PayloadTooLargeError, TooManyRequestsError,
                            UnauthorizedError)
-from engine.store.db import db, iso
+from engine.store.db import db, is_nul_refusal, iso
 from engine.telemetry import context as log_context
 from rpc.registry import MethodTable, RpcContext
 
 log = logging.getLogger("baton.rpc")
 
 _JSON = "application/json; charset=utf-8"
+MAX_BATCH = 100  # requests in one batch (docs/api.md); each runs in its own transaction
 _NO_ID = object()
 
 
@@ -98,21 +100,24 @@ def _serve(methods: MethodTable, settings, specs, long_poll, rate_limits, legacy
         exc = PayloadTooLargeError()
         return _reply(_error_answer(exc, None), exc.http_status)
     try:
-        payload = json.loads(body.decode("utf-8"), parse_constant=_reject_constant)
-    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
-        return _reply(_error_answer(ParseError("The body is not valid JSON (UTF-8)."), None))
+        payload = json_values.parse(body)
+    except json_values.JsonSyntaxError as exc:
+        return _reply(_error_answer(ParseError(f"The body is not valid JSON (UTF-8): {exc}."), None))
+    except json_values.JsonValueError as exc:
+        return _reply(_error_answer(InvalidRequestError(f"{exc}.", data={"where": exc.where}), None))
     context = RpcContext(principal=principal, settings=settings, legacy=legacy, methods=methods, specs=specs,
                          long_poll=long_poll)
     if not isinstance(payload, list):
-        return _reply(_answer(payload, context, methods))
+        return _reply(_answer(payload, context, methods, depth=0))
     if not payload:
         return _reply(_error_answer(InvalidRequestError("A batch must contain at least one request."), None))
-    answers = [answer for answer in (_answer(item, context, methods) for item in payload) if answer is not None]
+    if len(payload) > MAX_BATCH:
+        return _reply(_error_answer(InvalidRequestError(
+            f"A batch may hold at most {MAX_BATCH} requests; this one holds {len(payload)}.",
+            data={"max_batch": MAX_BATCH}), None))
+    answers = [answer for answer in (_answer(item, context, methods, depth=1) for item in payload)
+               if answer is not None]
     return _reply(answers or None)
-
-
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not JSON")
 
 
 def _reply(payload: Any, status: int = 200) -> Response:
@@ -146,18 +151,39 @@ def _request_problem(item: dict[str, Any]) -> str | None:
     return None
 
 
-def _answer(item: Any, context: RpcContext, methods: MethodTable) -> dict[str, Any] | None:
-    """The answer to one request object, or None for a notification."""
+def _answer(item: Any, context: RpcContext, methods: MethodTable, depth: int) -> dict[str, Any] | None:
+    """The answer to one request object, or None for a notification; ``depth``: 1 inside a batch.
+    Each call ends its own transaction: a batch never holds SQLite's write lock from call to call."""
+    try:
+        return _answer_one(item, context, methods, depth)
+    finally:
+        _rollback()
+
+
+def _answer_one(item: Any, context: RpcContext, methods: MethodTable, depth: int) -> dict[str, Any] | None:
     if not isinstance(item, dict):
         return _error_answer(InvalidRequestError("A request must be a JSON object."), None)
     request_id = item.get("id", _NO_ID)
-    if request_id is not _NO_ID and not _is_valid_id(request_id):
-        return _error_answer(InvalidRequestError("The member 'id' must be a string, a number or null."), None)
+    if request_id is not _NO_ID and (not _is_valid_id(request_id)
+                                     or json_values.problem(request_id, "id") is not None):
+        return _error_answer(InvalidRequestError(
+            "The member 'id' must be a string of valid Unicode, a finite number or null."), None)
+    shown_id = None if request_id is _NO_ID else request_id
+    envelope_problem = json_values.problem({k: v for k, v in item.items() if k != "params"}, "request", depth)
+    if envelope_problem is not None:
+        return _error_answer(InvalidRequestError(f"{envelope_problem}.", data={"where": envelope_problem.where}),
+                             shown_id)
     problem = _request_problem(item)
     if problem is not None:
         # An invalid request is answered even without an id: it cannot be trusted to be a notification.
-        return _error_answer(InvalidRequestError(problem), None if request_id is _NO_ID else request_id)
+        return _error_answer(InvalidRequestError(problem), shown_id)
     name, params = item["method"], item.get("params", {})
+    params_problem = json_values.problem(params, "params", depth + 1)
+    if params_problem is not None:
+        where = params_problem.where
+        param = where.removeprefix("params").lstrip(".").split(".")[0].split("[")[0] or None
+        exc = InvalidParamsError(f"{params_problem}.", data={"param": param, "where": where})
+        return _error_answer(exc, shown_id) if request_id is not _NO_ID else None
     plain = {"jsonrpc": "2.0", "method": name}
     if request_id is not _NO_ID:
         plain["id"] = request_id
@@ -195,7 +221,11 @@ def _invoke(context: RpcContext, methods: MethodTable, name: str, params: Any) -
     except BatonError as exc:
         _rollback()
         return _baton_error(exc)
-    except Exception:
+    except Exception as exc:
+        if is_nul_refusal(exc):
+            _rollback()
+            return _baton_error(InvalidParamsError(
+                "A parameter holds a NUL character (U+0000) where Baton cannot keep one."))
         log.exception("JSON-RPC method %r failed (tenant %s)", name,
                       getattr(context.principal, "tenant_id", None))
         _rollback()
@@ -231,18 +261,27 @@ def _rollback() -> None:
         log.exception("Rolling back after a failed JSON-RPC method failed too")
 
 
-def _jsonable(value: Any) -> Any:
-    """``value`` with datetimes as ISO 8601 UTC strings; TypeError/ValueError if it cannot be JSON."""
-    if value is None or isinstance(value, (str, bool, int)):
+# An answer nests its values a few levels down (``{"items": [{"variables": ...}]}``); a stored value
+# deeper than the limit (a row written before it) is shown as a marker, never a failed answer.
+_MAX_ANSWER_DEPTH = json_values.MAX_DEPTH + 8
+
+
+def _jsonable(value: Any, depth: int = 0) -> Any:
+    """``value`` with datetimes as ISO 8601 UTC strings; TypeError/ValueError if it cannot be JSON.
+    A float that is not finite, text with a lone surrogate or nesting past the limit (stored before
+    the door refused them) become ``json_values.UNREADABLE`` markers."""
+    if value is None or isinstance(value, (bool, int)):
         return value
+    if isinstance(value, str):
+        return json_values.readable(value) if json_values.has_surrogate(value) else value
     if isinstance(value, float):
-        if not math.isfinite(value):
-            raise ValueError(f"{value} is not a JSON number")
-        return value
+        return value if math.isfinite(value) else json_values.readable(value)
+    if isinstance(value, (dict, list, tuple, set, frozenset)) and depth >= _MAX_ANSWER_DEPTH:
+        return json_values.UNREADABLE.format(f"nested deeper than {json_values.MAX_DEPTH} levels")
     if isinstance(value, dict):
-        return {_jsonable_key(key): _jsonable(item) for key, item in value.items()}
+        return {_jsonable_key(key): _jsonable(item, depth + 1) for key, item in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [_jsonable(item) for item in value]
+        return [_jsonable(item, depth + 1) for item in value]
     if isinstance(value, datetime):
         if value.tzinfo is not None:
             value = value.astimezone(timezone.utc).replace(tzinfo=None)
@@ -260,7 +299,7 @@ def _jsonable(value: Any) -> Any:
 
 def _jsonable_key(key: Any) -> str:
     if isinstance(key, str):
-        return key
+        return key.encode("utf-8", "backslashreplace").decode() if json_values.has_surrogate(key) else key
     if key is None or isinstance(key, (bool, int, float)):
         return json.dumps(key)  # what json.dumps itself does with such keys
     raise TypeError(f"a {type(key).__name__} cannot be a JSON object key")

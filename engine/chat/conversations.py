@@ -139,23 +139,32 @@ class _Chat:
     chat_id: str
 
 
+# How often a message looks for its chat's conversation again after another message opened one
+# first: each retry follows a winner's commit, so only a chat whose conversations open and close
+# as fast as its messages arrive needs more than one or two.
+OPEN_ATTEMPTS = 20
+
+
 def _route_or_start(channel, arrival: Arrival) -> dict[str, Any]:
-    now, chat_id, text = utcnow(), arrival.chat_id, arrival.text
+    now, text = utcnow(), arrival.text
     connection = db.session.connection()
-    found = connection.execute(_ACTIVE, {"channel_id": channel.id, "chat_id": chat_id}).first()
-    conversation = None
-    if found is not None:
-        if found.status != "running":  # ended without closing it (should not happen): close it now
-            connection.execute(_CLOSE, {"conversation_id": found.id, "now": now})
-        else:
-            conversation = _Chat(found.id, found.instance_id, arrival.user_id or found.external_user_id,
-                                 arrival.username or found.external_username, chat_id)
-            connection.execute(_TOUCH, {"conversation_id": conversation.id, "now": now,
-                                        "user_id": conversation.external_user_id,
-                                        "username": conversation.external_username})
-    opened = conversation is None
-    if opened:
-        conversation = _open(connection, channel, arrival, now)
+    for _ in range(OPEN_ATTEMPTS):
+        conversation = _active_conversation(connection, channel, arrival, now)
+        if conversation is not None:
+            opened = False
+            break
+        try:
+            # In a savepoint: the losers of a race to open the chat's conversation (PostgreSQL's
+            # unique index refuses them once the winner commits) look again and join the winner's.
+            with db.session.begin_nested():
+                conversation = _open(connection, channel, arrival, now)
+            opened = True
+            break
+        except IntegrityError:
+            continue
+    else:
+        raise ConflictError(f"The chat '{arrival.chat_id}' opened and closed conversations faster than its "
+                            "messages arrived; send the message again.")
     message_id = connection.execute(_MESSAGE, {
         "tenant_id": channel.tenant_id, "conversation_id": conversation.id, "text": text, "now": now,
         "content": _content(arrival.extras)}).scalar_one()
@@ -168,6 +177,23 @@ def _route_or_start(channel, arrival: Arrival) -> dict[str, Any]:
                          payload={"variables": variables})
     return {"accepted": True, "binding_id": conversation.id, "instance_id": conversation.instance_id,
             "message_id": message_id}
+
+
+def _active_conversation(connection, channel, arrival: Arrival, now) -> _Chat | None:
+    """The chat's active conversation, locked and touched by this message; one whose instance ended
+    without closing it (should not happen) is closed here and not returned."""
+    found = connection.execute(_ACTIVE, {"channel_id": channel.id, "chat_id": arrival.chat_id}).first()
+    if found is None:
+        return None
+    if found.status != "running":
+        connection.execute(_CLOSE, {"conversation_id": found.id, "now": now})
+        return None
+    conversation = _Chat(found.id, found.instance_id, arrival.user_id or found.external_user_id,
+                         arrival.username or found.external_username, arrival.chat_id)
+    connection.execute(_TOUCH, {"conversation_id": conversation.id, "now": now,
+                                "user_id": conversation.external_user_id,
+                                "username": conversation.external_username})
+    return conversation
 
 
 def _open(connection, channel, arrival: Arrival, now) -> _Chat:

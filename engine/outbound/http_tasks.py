@@ -20,6 +20,7 @@ from sqlalchemy import select
 from bpmn import operators_used
 from bpmn.operators import INLINE_OPERATORS, operator_of
 from engine import jobs
+from engine import json_values
 from engine.errors import BatonError, CallFailedError, OutboundError, OutboundRefusedError, ScriptError
 from engine.jobs.kinds import OPERATOR_RESULT
 from engine.jobs.retry import http_task_delay
@@ -76,7 +77,7 @@ def _is_json(text: str) -> bool:
     try:
         json.loads(text)
         return True
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 
@@ -84,10 +85,6 @@ def _origin(url: str) -> str:
     """Scheme and host only: paths and queries can hold tokens, and errors are shown to callers."""
     parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc.rsplit('@', 1)[-1]}"
-
-
-def _not_json(name: str):
-    raise ValueError(f"{name} is not JSON")
 
 
 class HttpTaskRunner:
@@ -170,6 +167,9 @@ class HttpTaskRunner:
             return None
         text = response.body.decode("utf-8", errors="replace")
         try:
-            return json.loads(text, parse_constant=_not_json)
-        except ValueError:  # a non-JSON answer (or one with NaN) is kept as text
+            return json_values.parse_checked(text, "answer")
+        except json_values.JsonSyntaxError:  # a non-JSON answer is kept as text
             return text
+        except json_values.JsonValueError as exc:  # JSON no database or client could read back
+            raise CallFailedError(f"The HTTP call to {_origin(call.url)} answered JSON that cannot be stored: "
+                                  f"{exc}.", retryable=False) from None

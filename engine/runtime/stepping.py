@@ -16,6 +16,7 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.exceptions import SpiffWorkflowException
 
 from bpmn import thrown_events
+from engine import json_values
 from engine.chat import ai_dialogs
 from engine.chat.outbox import Outbox
 from engine.errors import ExternalTaskError, GuardrailError, OperatorError, ScriptError
@@ -74,10 +75,34 @@ def run(loaded: BpmnWorkflow | None, apply: Callable[[], BpmnWorkflow], outbox: 
     events = workflow.get_events()
     error = error or _uncaught_error(events)
     dispatch = operator_tasks_to_dispatch(workflow) if error is None else []
-    outcome = summarize(workflow, error)
+    outcome = _summarize_readable(workflow, error)
+    if outcome.error is not None and error is None:
+        dispatch = []
     outcome.dispatch = dispatch
     outcome.thrown = thrown_events(events)
     return outcome
+
+
+def _summarize_readable(workflow: BpmnWorkflow, error: dict[str, Any] | None) -> Outcome:
+    """``summarize``, unless the variables hold a value that could not be read back (a number that
+    overflowed, text with a lone surrogate, nesting past the limit: ``engine.json_values``), made by
+    a script, a model, an HTTP answer ...: then the instance fails naming where the value is, and
+    every task's copy of it is replaced by a marker, so the failed instance still reads and saves."""
+    try:
+        outcome = summarize(workflow, error)
+        found = json_values.problem(outcome.variables, "variables")
+    except RecursionError:  # nested too deep even to serialize
+        found = json_values.JsonValueError("variables", f"nested deeper than {json_values.MAX_DEPTH} levels")
+    if found is None:
+        return outcome
+    last = workflow.last_task
+    element_id = last.task_spec.bpmn_id if last is not None else None
+    for task in workflow.get_tasks():
+        task.data = json_values.readable(task.data)
+    workflow.data = json_values.readable(workflow.data)
+    message = (f"The value at {found.where} cannot be stored: {found.problem}. It was replaced by a "
+               "marker and the instance was stopped.")
+    return summarize(workflow, error or {"message": message, "element_id": element_id})
 
 
 def _uncaught_error(events: list) -> dict[str, Any] | None:

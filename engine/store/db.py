@@ -77,6 +77,12 @@ def iso(value: datetime | None) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
 
 
+def is_nul_refusal(exc: BaseException) -> bool:
+    """Whether ``exc`` is PostgreSQL's driver refusing a NUL character in text (SQLite keeps it): a
+    caller's NUL that reached a query, answered as a bad request by the doors, never a 500."""
+    return isinstance(exc, exc_module.DataError) and "NUL" in str(exc.orig)
+
+
 def is_postgres() -> bool:
     return db.engine.dialect.name == "postgresql"
 

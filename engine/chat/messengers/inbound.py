@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine import json_values
 from engine.errors import BadRequestError
 
-MAX_JSON_DEPTH = 64
+MAX_JSON_DEPTH = json_values.MAX_DEPTH
 MAX_ID_LENGTH = 255          # chat, user and message ids longer than this are not real ids
 
 # Message types (the process variable ``message_type``).
@@ -101,40 +100,17 @@ InboundItem = InboundMessage | InboundEvent
 # --- the JSON door --------------------------------------------------------------------------------
 
 def load_json_object(body: bytes, messenger: str) -> dict[str, Any]:
-    """A messenger's body as one JSON object, or BadRequestError saying what is wrong with it."""
+    """A messenger's body as one JSON object within Baton's limits (``engine.json_values``), or
+    BadRequestError saying what is wrong with it."""
     try:
-        value = json.loads(body, parse_constant=_refuse_constant, parse_float=_finite_float)
-    except (ValueError, UnicodeDecodeError, RecursionError, TypeError):
+        value = json_values.parse_checked(body)
+    except json_values.JsonSyntaxError:
         raise BadRequestError(f"The {messenger} call is not valid JSON.") from None
+    except json_values.JsonValueError as exc:
+        raise BadRequestError(f"The {messenger} call is refused at {exc}.", data={"where": exc.where}) from None
     if not isinstance(value, dict):
         raise BadRequestError(f"The {messenger} call must be a JSON object, not {type(value).__name__}.")
-    if _depth(value) > MAX_JSON_DEPTH:
-        raise BadRequestError(f"The {messenger} call nests JSON deeper than {MAX_JSON_DEPTH} levels.")
     return value
-
-
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    number = float(text)
-    if not math.isfinite(number):
-        raise ValueError("number out of range")
-    return number
-
-
-def _depth(value: Any) -> int:
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        item, level = stack.pop()
-        if isinstance(item, (dict, list)):
-            deepest = max(deepest, level)
-            if deepest > MAX_JSON_DEPTH:
-                return deepest
-            children = item.values() if isinstance(item, dict) else item
-            stack.extend((child, level + 1) for child in children)
-    return deepest
 
 
 # --- safe field readers: a wrong type reads as missing, never as an exception ---------------------
