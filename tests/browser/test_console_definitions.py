@@ -118,8 +118,11 @@ def test_definition_page_shows_badges_that_list_the_instances(console, tenant_ke
     shots(page, "definition-badges", best=True)
     badge.click()
     page.wait_for_url(re.compile(r".*element_id=divide.*at=failed"))
+    # the URL changes before the list replaces the definition page (whose table has rows too)
+    page.locator(".alert-info", has_text="failed at").wait_for()
     rows = page.locator("table tbody tr")
     rows.first.wait_for()
+    assert rows.locator("td", has_text="failed at divide").count() == 2  # the Where column
     assert rows.count() == 2 and sorted(ids) == sorted(int(t.strip("#")) for t in rows.locator("td:nth-child(2)").all_inner_texts())
     console.assert_clean()
 
