@@ -37,6 +37,7 @@ def test_start_wait_complete_the_form_and_see_the_path(console, tenant_key, api,
     console.go(f"#/instances?definition_id={definition_id}")
     row = page.locator("tbody tr", has=page.get_by_role("link", name=f"#{instance_id}", exact=True))
     row.get_by_text("waits at review").wait_for()
+    shots(page, "instances", best=True)
 
     # the inbox lists the task; its form shows the server's message next to the empty required field
     console.go("#/tasks")
