@@ -1,4 +1,5 @@
-"""Baton's application factory: configuration, database, endpoints, command line, workers.
+"""Baton's application factory: configuration, database, endpoints, workers (the command line
+it registers is ``cli``).
 
 ``create_app`` is the only reader of configuration (environment variables, or a dict in tests);
 it builds the objects that need settings and hands the values to them.
@@ -7,8 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
-import threading
 import time
 from dataclasses import dataclass, fields, replace
 from datetime import timedelta
@@ -18,6 +17,7 @@ import click
 from flask import Flask
 from flask_migrate import Migrate, upgrade
 
+import cli
 from engine import json_values
 from engine.jobs.processes import default_count
 from engine.jobs.wakers import LongPoll, Wakers
@@ -318,9 +318,9 @@ def create_app(config: dict | None = None) -> Flask:
             app.wsgi_app = WebhookDoor(app.wsgi_app, db.engine, wakers, settings.max_body_bytes, rate_limits)
     request_layer.install(app)  # outermost: request ids and request metrics for every door
     app.extensions["baton"] = Baton(app, settings, wakers, specs, rate_limits)
-    _register_cli(app)
+    cli.register(app)
     if _is_flask_run_serving():
-        ensure_default_tenant(app)
+        cli.ensure_default_tenant(app)
         app.extensions["baton"].start_workers(embedded=True)
     return app
 
@@ -332,128 +332,6 @@ def _is_flask_run_serving() -> bool:
         return False
     reloading = context.params.get("reload") or context.find_root().params.get("debug")
     return not reloading or os.environ.get("WERKZEUG_RUN_MAIN") == "true"
-
-
-def ensure_default_tenant(app: Flask) -> None:
-    """On the first start (no tenant at all), create ``default`` and print its admin key once."""
-    from sqlalchemy import select
-
-    from engine.auth import create_tenant
-    from engine.errors import ConflictError
-    from engine.store.models import Tenant
-
-    with app.app_context():
-        if db.session.execute(select(Tenant.id).limit(1)).first() is not None:
-            db.session.rollback()
-            return
-        try:
-            _, key = create_tenant("default")
-        except ConflictError:  # another process won the race
-            return
-        print("Created tenant 'default'. Its admin API key (shown once):", flush=True)
-        print(key, flush=True)
-
-
-def _register_cli(app: Flask) -> None:
-    @app.cli.group("tenant")
-    def tenant_group():
-        """Manage tenants."""
-
-    @tenant_group.command("create")
-    @click.argument("name")
-    def tenant_create(name):
-        """Create a tenant; prints its admin API key alone on the last line."""
-        from engine.auth import create_tenant
-        from engine.errors import BatonError
-
-        try:
-            tenant, key = create_tenant(name)
-        except BatonError as exc:
-            raise click.ClickException(exc.message) from exc
-        if app.extensions["baton"].settings.retention is not None:
-            from engine import retention
-
-            retention.schedule()  # the first tenant: retention has something to look after now
-        click.echo(f"Created tenant '{tenant.name}' (id {tenant.id}). Admin API key:")
-        click.echo(key)
-
-    @app.cli.command("retention")
-    @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,
-                  help="Remove what ended more than this many days ago [BATON_RETENTION_DAYS].")
-    def retention_command(days):
-        """Remove ended instances and what hangs off them, old sent deliveries, expired idempotency
-        records and inbound receipts, now; prints what it removed."""
-        from engine import retention
-        from engine.store.db import iso
-
-        settings = app.extensions["baton"].settings
-        kept = timedelta(days=days) if days is not None else settings.retention
-        if kept is None:
-            click.echo("Retention is off (BATON_RETENTION_DAYS=0): nothing removed. Use --days to remove once.")
-            return
-        report = retention.purge(kept, batch_size=settings.retention_batch)
-        longest = max(report.batch_seconds, default=0.0)
-        click.echo(f"Removed what ended before {iso(report.cutoff)} in {len(report.batch_seconds)} "
-                   f"transaction(s), the longest {longest * 1000:.0f} ms:")
-        for table in retention.TABLES:
-            click.echo(f"{table} {report.removed[table]}")
-
-    @app.cli.command("worker")
-    @click.option("--threads", default=1, show_default=True, type=click.IntRange(1, 64),
-                  help="Worker threads in this process.")
-    @click.option("--wake-from-stdin", is_flag=True, hidden=True,
-                  help="Started by a server with BATON_WORKER_PROCESSES: woken by it, exit when it exits.")
-    def worker(threads, wake_from_stdin):
-        """Run background workers in this process until stopped (SIGTERM, Ctrl-C: gracefully)."""
-        baton = app.extensions["baton"]
-        pool = baton.start_workers(threads)
-        stop_requested = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop_requested.set())
-        if wake_from_stdin:
-            from engine.jobs.processes import follow_parent
-
-            follow_parent(pool.wake_one, baton.wake, stop_requested.set)
-        click.echo(f"Baton worker running with {threads} thread(s).")
-        try:
-            while not stop_requested.wait(1.0):
-                pass
-        except KeyboardInterrupt:
-            pass
-        baton.stop()
-
-    @app.cli.command("serve")
-    @click.option("--host", default="127.0.0.1", show_default=True)
-    @click.option("--port", default=5000, show_default=True, type=int)
-    @click.option("--threads", default=8, show_default=True, help="HTTP threads.")
-    def serve(host, port, threads):
-        """Serve HTTP with waitress, with the background workers in this process, until SIGTERM or
-        Ctrl-C: then stop listening and stop the workers gracefully (``Baton.stop``); exit 0."""
-        from waitress import create_server
-
-        from channels.http_server import JsonErrorChannel
-
-        ensure_default_tenant(app)
-        baton = app.extensions["baton"]
-        baton.start_workers(embedded=True)
-        server = create_server(app, host=host, port=port, threads=threads, ident="baton",
-                               # Flask answers oversized bodies (JSON 413) from Content-Length; waitress
-                               # only stops absurd ones (JSON too: channels/http_server.py).
-                               max_request_body_size=max(16 * app.config["MAX_CONTENT_LENGTH"], 16 << 20))
-        # waitress's loop closes the server and returns on SystemExit (as on KeyboardInterrupt).
-        signal.signal(signal.SIGTERM, _raise_system_exit)
-        click.echo(f"Baton listening on http://{host}:{port}", err=True)
-        server.channel_class = JsonErrorChannel  # requests waitress cannot parse: the JSON error shape
-        server.print_listen("Serving on http://{}:{}")  # as waitress.serve does
-        try:
-            server.run()
-            server.close()  # no new connections while the workers finish
-        finally:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM while stopping: stop now
-            baton.stop()
-
-
-def _raise_system_exit(*_) -> None:
-    raise SystemExit(0)
 
 
 def create_server_app() -> Flask:

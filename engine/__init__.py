@@ -30,7 +30,7 @@ test, tests/unit/test_layering.py, holds every module to it):
 ``json_values`` (the top's JSON limits and the strict reader every door uses) is, like ``errors``,
 a leaf every sub-package but telemetry may import (left out of the column above).
 
-Nothing in engine/ imports ``rpc``, ``channels``, ``console`` or ``app``; only ``store`` touches
+Nothing in engine/ imports ``rpc``, ``channels``, ``console``, ``app`` or ``cli``; only ``store`` touches
 Flask (the database extension lives there). ``bpmn/`` imports only ``errors`` and ``sandbox`` of
 the engine; ``ai/`` imports nothing of Baton.
 """
