@@ -91,8 +91,8 @@ def accept(channel, arrival: Arrival) -> dict[str, Any]:
             db.session.commit()
             return answer
         except IntegrityError:
-            # The chat's first messages raced and another one opened the conversation (or the same
-            # messenger message arrived twice at once): go to it (or find it taken).
+            # The same messenger message arrived twice at once (its receipt's unique key): find it
+            # taken. (A race to open the chat's conversation is settled inside, by a savepoint.)
             db.session.rollback()
             if attempt == 2:
                 raise
