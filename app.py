@@ -141,7 +141,6 @@ class Baton:
         from engine.jobs.queue import KindFilter
         from engine.jobs.worker import WorkerPool
 
-        quiet_spiff_loggers()
         handlers = self._handlers(threads)
         settings = self.settings
         # Jobs that wait on another server get their own threads: a slow model or receiver must not
@@ -258,6 +257,7 @@ def create_app(config: dict | None = None) -> Flask:
         raise ValueError("BATON_RETENTION_DAYS must be 0 (keep everything) or more, BATON_RETENTION_EVERY_S "
                          "more than 0 and BATON_RETENTION_BATCH at least 1.")
     logs.configure(settings.log_level, settings.log_format)
+    quiet_spiff_loggers()  # every process runs workflows: the server's RPC calls too, not only workers
     app = Flask(__name__, instance_path=str(ROOT / "instance"))
     app.config.update(
         SQLALCHEMY_DATABASE_URI=settings.database_url,

@@ -15,7 +15,9 @@ server's path; the sandbox host's own CPU is not counted.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
+import pstats
 import statistics
 import sys
 import tempfile
@@ -36,6 +38,8 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--backend", choices=["sqlite", "postgresql"], default="sqlite")
+    parser.add_argument("--cprofile", type=int, metavar="N", default=0,
+                        help="also print the N functions of the advances with the most thread CPU (cProfile)")
     args = parser.parse_args()
 
     workdir = Path(tempfile.mkdtemp(prefix="baton-cpu-path-"))
@@ -84,6 +88,7 @@ def run(args, url: str, workdir: Path) -> int:
                 db.session.remove()
             return done
 
+        profile = cProfile.Profile(time.thread_time) if args.cprofile else None
         try:
             for _ in range(20):  # warm: spec cache, sandbox host, connections
                 accept()
@@ -93,7 +98,11 @@ def run(args, url: str, workdir: Path) -> int:
                 for _ in range(args.count):
                     accept()
                 accepted = time.thread_time()
+                if profile is not None:
+                    profile.enable()
                 advanced = drain()
+                if profile is not None:
+                    profile.disable()
                 finished = time.thread_time()
                 if advanced != args.count:
                     raise SystemExit(f"advanced {advanced} jobs, expected {args.count}")
@@ -110,6 +119,9 @@ def run(args, url: str, workdir: Path) -> int:
     print(f"median of {args.rounds}: accept {statistics.median(accepts):.3f} ms  advance "
           f"{statistics.median(advances):.3f} ms  total "
           f"{statistics.median(a + b for a, b in zip(accepts, advances)):.3f} ms  (statuses {statuses})")
+    if profile is not None:  # cProfile slows the advances: the figures above are then not comparable
+        pstats.Stats(profile).sort_stats("tottime").print_stats(args.cprofile)
+        pstats.Stats(profile).sort_stats("cumulative").print_stats(args.cprofile)
     return 0 if set(statuses) == {"completed"} else 1
 
 

@@ -17,7 +17,6 @@ import json
 import os
 import pstats
 import re
-import signal
 import threading
 import time
 from collections import defaultdict
@@ -161,8 +160,9 @@ def _install_cprofile(flask_app) -> None:
 
 def _dump(flask_app) -> None:
     baton = flask_app.extensions["baton"]
-    if baton.pool is not None:
-        baton.pool.stop()  # worker loops return: their profilers are disabled and collected
+    for pool in (baton.pool, baton.call_pool):
+        if pool is not None:
+            pool.stop()  # worker loops return: their profilers are disabled and collected
     OUT.mkdir(parents=True, exist_ok=True)
     times = os.times()
     result = {"process_cpu_s": {"user": times.user, "system": times.system},
@@ -191,12 +191,16 @@ def create_app():
     if CPROFILE:
         _install_cprofile(flask_app)
 
-    def on_term(*_):
+    # `serve` (cli.py) turns SIGTERM into a graceful stop that ends in Baton.stop: the results are
+    # written there, before the workers stop (their loops' profilers are collected by _dump).
+    baton = flask_app.extensions["baton"]
+    stop = baton.stop
+
+    def dump_then_stop(*args, **kwargs):
         try:
             _dump(flask_app)
         finally:
-            flask_app.extensions["baton"].stop()
-            os._exit(0)
+            stop(*args, **kwargs)
 
-    signal.signal(signal.SIGTERM, on_term)
+    baton.stop = dump_then_stop
     return flask_app

@@ -158,10 +158,14 @@ def finish(job: ClaimedJob, worker_id: str) -> bool:
     return True
 
 
+_EXTEND_LEASE = (update(Job).where(Job.id == bindparam("job_id"), Job.locked_by == bindparam("worker_id"))
+                 .values(locked_until=bindparam("until")))
+
+
 def extend_lease(job: ClaimedJob, worker_id: str, seconds: float) -> None:
     """Keep a job leased for ``seconds`` more (before a long outbound call); commits."""
-    db.session.execute(update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
-                       .values(locked_until=utcnow() + timedelta(seconds=seconds)))
+    db.session.connection().execute(_EXTEND_LEASE, {"job_id": job.id, "worker_id": worker_id,
+                                                    "until": utcnow() + timedelta(seconds=seconds)})
     db.session.commit()
 
 
@@ -226,15 +230,24 @@ def next_run_at(kinds: KindFilter | None = None) -> datetime | None:
     worker's job becomes claimable then). A job held back by a live lease of its instance is not
     counted: ``finish`` wakes the workers when that lease's job is done.
     """
-    now = utcnow()
+    next_due, next_lease_end = _next_run_statements(kinds)
+    connection = db.session.connection()
+    params = {"now": utcnow()}
+    due = connection.execute(next_due, params).scalar_one_or_none()
+    lease_end = connection.execute(next_lease_end, params).scalar_one_or_none()
+    db.session.rollback()
+    return min((t for t in (due, lease_end) if t is not None), default=None)
+
+
+@functools.lru_cache(maxsize=16)
+def _next_run_statements(kinds: KindFilter | None):
+    """next_run_at's two statements for a pool's kinds, built once: every worker that finds nothing
+    to claim runs them, and building them cost more than running them."""
+    now = bindparam("now")
     other = aliased(Job)
     held = exists().where(other.instance_id == Job.instance_id, other.id != Job.id, other.locked_until >= now)
     of_kinds = [kinds.condition(Job.kind)] if kinds is not None else []
-    next_due = db.session.execute(
-        select(func.min(Job.run_at)).where(or_(Job.locked_until.is_(None), Job.locked_until < now), ~held,
-                                           *of_kinds)
-    ).scalar_one_or_none()
-    next_lease_end = db.session.execute(
-        select(func.min(Job.locked_until)).where(Job.locked_until >= now, *of_kinds)).scalar_one_or_none()
-    db.session.rollback()
-    return min((t for t in (next_due, next_lease_end) if t is not None), default=None)
+    next_due = select(func.min(Job.run_at)).where(or_(Job.locked_until.is_(None), Job.locked_until < now), ~held,
+                                                  *of_kinds)
+    next_lease_end = select(func.min(Job.locked_until)).where(Job.locked_until >= now, *of_kinds)
+    return next_due, next_lease_end
