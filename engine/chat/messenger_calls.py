@@ -24,7 +24,7 @@ from engine.outbound import delivery
 from engine.outbound.delivery_runner import RETRY, ChannelCall, Outcome
 from engine.outbound.delivery_runner import WAIT as RUNNER_WAIT
 from engine.store.db import db, utcnow
-from engine.store.models import Channel, Delivery
+from engine.store.models import Channel
 
 MESSAGE_EVENT, BUTTON_ANSWER_EVENT = "message", "button_answer"
 _RESULTS = {SENT: delivery.SENT, DEAD: delivery.DEAD, WAIT: RUNNER_WAIT}
@@ -62,7 +62,7 @@ def deploy_refusals(task_specs, channel_type: str) -> list[dict]:
 
 
 def queue_reply(tenant_id: int, channel_id: int, channel_type: str, chat_id: str, text: str,
-                buttons: Sequence[Mapping[str, str]] = ()) -> Delivery:
+                buttons: Sequence[Mapping[str, str]] = ()) -> delivery.Queued:
     """In the caller's transaction: one delivery per API call of the reply, in order; returns the last.
     InvalidParamsError when the messenger cannot carry it (an empty text, buttons over its limits)."""
     calls = messenger(channel_type).calls(chat_id, text, as_buttons(buttons))
@@ -73,13 +73,13 @@ def queue_reply(tenant_id: int, channel_id: int, channel_type: str, chat_id: str
 
 
 def queue_call(tenant_id: int, channel_id: int, channel_type: str, call: OutboundCall, ordering_key: str,
-               event: str) -> Delivery:
+               event: str) -> delivery.Queued:
     return delivery.queue(tenant_id, url=f"{channel_type}:{call.method}",
                           payload={"method": call.method, "payload": call.payload}, secret=None,
                           ordering_key=ordering_key, channel_id=channel_id, event=event)
 
 
-def queue_button_answer(tenant_id: int, channel_id: int, callback_query_id: str) -> Delivery:
+def queue_button_answer(tenant_id: int, channel_id: int, callback_query_id: str) -> delivery.Queued:
     """Telegram's ``answerCallbackQuery`` for a pressed button, on a key of its own: it stops the
     customer's spinner and must not wait behind the chat's replies."""
     return queue_call(tenant_id, channel_id, "telegram", telegram.answer_callback(callback_query_id),
@@ -96,7 +96,7 @@ class MessengerCalls:
         kind, colon, _method = url.partition(":")
         return bool(colon) and kind in TYPES
 
-    def prepare(self, row: Delivery) -> ChannelCall | str:
+    def prepare(self, row) -> ChannelCall | str:  # row: the delivery's columns (delivery_runner._ROW)
         channel_type = row.url.partition(":")[0]
         channel = None if row.channel_id is None else db.session.execute(
             select(Channel.type, Channel.settings).where(Channel.id == row.channel_id)).first()
@@ -124,7 +124,7 @@ class MessengerCalls:
         return Outcome(result, status=response.status, error=f"{module.NAME} {said}: {outcome.reason}",
                        retry_after_s=outcome.wait_s)
 
-    def recorded(self, row: Delivery, outcome: Outcome) -> None:
+    def recorded(self, row, outcome: Outcome) -> None:
         """A failed attempt is the channel's last error (``channel.get``), with when it happened."""
         if outcome.result != delivery.SENT and row.channel_id is not None:
             db.session.execute(update(Channel).where(Channel.id == row.channel_id)

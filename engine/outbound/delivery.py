@@ -12,11 +12,12 @@ import hashlib
 import hmac
 import json
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 from uuid import uuid4
 
-from sqlalchemy import bindparam, case, or_, select, text, update
+from sqlalchemy import bindparam, case, insert, or_, select, text, update
 
 from engine import jobs
 from engine.jobs.kinds import DELIVER
@@ -60,30 +61,44 @@ def encode_body(payload: dict[str, Any]) -> str:
     return body
 
 
+@dataclass(frozen=True)
+class Queued:
+    """A delivery just queued: its row's id and uid (its other columns are what ``queue`` was given)."""
+
+    id: int
+    delivery_uid: str
+    status: str = QUEUED
+
+
+_INSERT = insert(Delivery.__table__).values(
+    tenant_id=bindparam("tenant_id"), channel_id=bindparam("channel_id"), ordering_key=bindparam("ordering_key"),
+    delivery_uid=bindparam("delivery_uid"), event=bindparam("event"), url=bindparam("url"), body=bindparam("body"),
+    status=QUEUED, attempts=0, created_at=bindparam("now"), next_attempt_at=bindparam("now"),
+).returning(Delivery.__table__.c.id)
+
+
 def queue(tenant_id: int, *, url: str, payload: dict[str, Any], secret: str | None, ordering_key: str,
-          channel_id: int | None, event: str = "message") -> Delivery:
+          channel_id: int | None, event: str = "message") -> Queued:
     """Add a delivery and its ``deliver`` job to the caller's transaction (no commit here).
 
-    The returned row has its id (flushed). ``secret`` (None or empty: unsigned) is kept only in the
-    job's payload; with ``channel_id`` the channel's current secret is used instead while the
-    channel exists. Raises ValueError for arguments no delivery could be made of.
+    ``secret`` (None or empty: unsigned) is kept only in the job's payload; with ``channel_id`` the
+    channel's current secret is used instead while the channel exists. Raises ValueError for
+    arguments no delivery could be made of. A Core insert (every answer of a chat queues one).
     """
     body = encode_body(payload)
     for name, value, limit in (("url", url, _MAX_URL), ("ordering_key", ordering_key, _MAX_KEY),
                                ("event", event, _MAX_EVENT)):
         if not isinstance(value, str) or not value or len(value) > limit:
             raise ValueError(f"A delivery's {name} must be a non-empty string of at most {limit} characters.")
-    now = utcnow()
-    row = Delivery(tenant_id=tenant_id, channel_id=channel_id, ordering_key=ordering_key,
-                   delivery_uid=uuid4().hex, event=event, url=url, body=body, status=QUEUED, attempts=0,
-                   created_at=now, next_attempt_at=now)
-    db.session.add(row)
-    db.session.flush()
-    job_payload: dict[str, Any] = {"delivery_id": row.id}
+    now, uid = utcnow(), uuid4().hex
+    delivery_id = db.session.connection().execute(_INSERT, {
+        "tenant_id": tenant_id, "channel_id": channel_id, "ordering_key": ordering_key, "delivery_uid": uid,
+        "event": event, "url": url, "body": body, "now": now}).scalar_one()
+    job_payload: dict[str, Any] = {"delivery_id": delivery_id}
     if secret:
         job_payload["secret"] = secret
     jobs.enqueue(tenant_id, DELIVER, payload=job_payload, run_at=now)
-    return row
+    return Queued(delivery_id, uid)
 
 
 def signature(secret: str, body: bytes) -> str:
@@ -178,12 +193,15 @@ def lock_key(ordering_key: str) -> None:
     # SQLite: every transaction began with BEGIN IMMEDIATE, so it holds the database's write lock.
 
 
+# Built once: head() runs twice for every delivery sent (deciding, and waking the next one).
+_HEAD = (select(Delivery.id).where(Delivery.tenant_id == bindparam("tenant_id"),
+                                   Delivery.ordering_key == bindparam("ordering_key"), Delivery.status == QUEUED)
+         .order_by(case((Delivery.attempts > 0, 0), else_=1), Delivery.id).limit(1))
+
+
 def head(tenant_id: int, ordering_key: str) -> int | None:
     """The id of the delivery of this key that may go next, or None when none is queued."""
-    return db.session.execute(
-        select(Delivery.id).where(Delivery.tenant_id == tenant_id, Delivery.ordering_key == ordering_key,
-                                  Delivery.status == QUEUED)
-        .order_by(case((Delivery.attempts > 0, 0), else_=1), Delivery.id).limit(1)).scalar()
+    return db.session.connection().execute(_HEAD, {"tenant_id": tenant_id, "ordering_key": ordering_key}).scalar()
 
 
 def round_of(job_payload: dict[str, Any], created_at: datetime) -> tuple[datetime, int]:
@@ -205,9 +223,11 @@ def put_back(job: jobs.ClaimedJob, worker_id: str, run_at: datetime, payload: di
     resets the job's attempts: those count the handler's own failures (WorkerPool gives up after a
     few), while the delivery counts the receiver's.
     """
-    statement = _put_back_statement if payload is None else _put_back_statement.values(payload=payload)
-    result = db.session.execute(statement.execution_options(synchronize_session=False),
-                                {"job_id": job.id, "worker_id": worker_id, "run_at": run_at})
+    params = {"job_id": job.id, "worker_id": worker_id, "run_at": run_at}
+    if payload is None:
+        return db.session.connection().execute(_put_back_statement, params).rowcount == 1
+    result = db.session.execute(_put_back_statement.values(payload=payload).execution_options(synchronize_session=False),
+                                params)
     return result.rowcount == 1
 
 

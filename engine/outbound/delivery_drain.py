@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import or_, select, update
+from sqlalchemy import bindparam, or_, select, update
 
 from engine import jobs
 from engine.jobs.kinds import DELIVER
@@ -41,14 +41,12 @@ def drain(sent: Delivery, now: datetime) -> int:
     Rows another transaction holds (PostgreSQL ``SKIP LOCKED``) are skipped, never waited for: that
     transaction is attempting, retrying or draining them already, and no two drains can deadlock.
     """
-    waiting = select(Delivery.id, Delivery.attempts).where(
-        Delivery.tenant_id == sent.tenant_id, Delivery.status == QUEUED, Delivery.id != sent.id,
-        Delivery.attempts > 0, Delivery.next_attempt_at > now, *_same_destination(sent),
-    ).order_by(Delivery.id).limit(DRAIN_LIMIT)
-    if is_postgres():
-        waiting = waiting.with_for_update(skip_locked=True)
-    attempts = dict(db.session.execute(waiting).all())
-    if not attempts:
+    postgres = is_postgres()
+    waiting = _WAITING[(sent.channel_id is not None, postgres)]
+    attempts = dict(db.session.connection().execute(waiting, {
+        "tenant_id": sent.tenant_id, "sent_id": sent.id, "now": now, "channel_id": sent.channel_id,
+        "url": sent.url}).all())
+    if not attempts:  # the common case: every success asks, and usually nothing waits
         return 0
     candidates = select(Job.id, Job.payload).where(
         Job.kind == DELIVER, Job.tenant_id == sent.tenant_id, Job.run_at > now,
@@ -72,10 +70,20 @@ def drain(sent: Delivery, now: datetime) -> int:
     return len(woken)
 
 
-def _same_destination(sent: Delivery):
-    if sent.channel_id is not None:
-        return (Delivery.channel_id == sent.channel_id,)
-    return (Delivery.channel_id.is_(None), Delivery.url == sent.url)
+def _waiting(by_channel: bool, postgres: bool):
+    """The deliveries of the sent one's destination that wait out a retry delay (built once per
+    kind of destination and dialect: ``drain`` runs at every success)."""
+    same_destination = ((Delivery.channel_id == bindparam("channel_id"),) if by_channel else
+                        (Delivery.channel_id.is_(None), Delivery.url == bindparam("url")))
+    waiting = select(Delivery.id, Delivery.attempts).where(
+        Delivery.tenant_id == bindparam("tenant_id"), Delivery.status == QUEUED, Delivery.id != bindparam("sent_id"),
+        Delivery.attempts > 0, Delivery.next_attempt_at > bindparam("now"), *same_destination,
+    ).order_by(Delivery.id).limit(DRAIN_LIMIT)
+    return waiting.with_for_update(skip_locked=True) if postgres else waiting
+
+
+_WAITING = {(by_channel, postgres): _waiting(by_channel, postgres) for by_channel in (True, False)
+            for postgres in (True, False)}
 
 
 def _may_bring_forward(payload: dict, attempts: int, now: datetime) -> bool:
