@@ -34,7 +34,7 @@ class Settings:
 
     database_url: str = f"sqlite:///{ROOT / 'instance' / 'baton.db'}"  # DATABASE_URL
     public_url: str = "http://127.0.0.1:5000"                       # BATON_PUBLIC_URL
-    workers: int = 2                                                # BATON_WORKERS
+    workers: int | None = None                                      # BATON_WORKERS (unset: see worker_threads)
     worker_processes: int | None = None                             # BATON_WORKER_PROCESSES (unset: by cores)
     call_threads: int = 8                                           # BATON_CALL_THREADS (outbound calls)
     allow_private_urls: bool = False                                # BATON_ALLOW_PRIVATE_URLS
@@ -54,6 +54,22 @@ class Settings:
     telegram_api_url: str = "https://api.telegram.org"              # BATON_TELEGRAM_API_URL
     viber_api_url: str = "https://chatapi.viber.com/pa"             # BATON_VIBER_API_URL
     whatsapp_api_url: str = "https://graph.facebook.com/v21.0"      # BATON_WHATSAPP_API_URL
+
+    @property
+    def worker_threads(self) -> int:
+        """Engine threads of a process running its workers as threads (the server on one core,
+        ``BATON_WORKER_PROCESSES=0``, gunicorn): ``BATON_WORKERS``, unset 2 (one computes while
+        the other waits on the database or the sandbox)."""
+        return self.workers if self.workers is not None else 2
+
+    @property
+    def child_threads(self) -> int:
+        """Engine threads of each worker process the server supervises: ``BATON_WORKERS``, unset 1,
+        as ``flask worker``. The processes are the parallelism; a second engine thread in one only
+        shares its GIL (bench/throughput.py, order, 2 cores, interleaved runs on 2026-11-24: one
+        thread per child 0.455-0.518 of raw SpiffWorkflow and 1.87-2.10 ms of CPU per instance,
+        two threads 0.384-0.454 and 2.05-2.49 ms)."""
+        return self.workers if self.workers is not None else 1
 
     @property
     def messenger_api_urls(self) -> dict[str, str]:
@@ -134,7 +150,7 @@ class Baton:
             processes = default_count(os.cpu_count() or 1) if embedded else 0
         if threads is None and processes > 0:
             return self.start_worker_processes(processes)
-        threads = self.settings.workers if threads is None else threads
+        threads = self.settings.worker_threads if threads is None else threads
         if self.pool is not None or threads <= 0:
             return self.pool
         from engine.jobs.kinds import CALL_KINDS
@@ -204,11 +220,11 @@ class Baton:
         from engine.jobs.processes import WorkerProcesses, child_command
 
         settings = self.settings
-        if self.processes is not None or settings.workers <= 0:
+        if self.processes is not None or settings.child_threads <= 0:
             return self.processes
         # The children count their metrics into this server's directory (engine.telemetry.metrics_dir).
         env = metrics_dir.for_children({**os.environ, **replace(settings, worker_processes=0).as_environment()})
-        self.processes = WorkerProcesses(count, child_command(settings.workers), env, ROOT)
+        self.processes = WorkerProcesses(count, child_command(settings.child_threads), env, ROOT)
         self.processes.start()
         if settings.database_url.startswith("sqlite"):  # PostgreSQL wakes them with NOTIFY
             self.wakers.add(self.processes.wake)

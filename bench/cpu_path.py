@@ -122,6 +122,7 @@ def run(args, url: str, workdir: Path) -> int:
     if profile is not None:  # cProfile slows the advances: the figures above are then not comparable
         pstats.Stats(profile).sort_stats("tottime").print_stats(args.cprofile)
         pstats.Stats(profile).sort_stats("cumulative").print_stats(args.cprofile)
+        profile.dump_stats("/tmp/cpu_path.prof")
     return 0 if set(statuses) == {"completed"} else 1
 
 

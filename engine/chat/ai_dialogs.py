@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from SpiffWorkflow.util.task import TaskState
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from ai import AiRequest, ProviderError, Turn
@@ -162,15 +162,50 @@ def _opening_mark(conversation_id: int, process_spoke: bool) -> int:
     return db.session.execute(query).scalar_one_or_none() or 0
 
 
-def _busy(dialog: AiDialog, now) -> bool:
+def _busy(dialog, now) -> bool:
     return dialog.busy_job_id is not None and dialog.busy_until is not None and dialog.busy_until > now
 
 
-def _pending(dialog: AiDialog) -> list[Message]:
-    """The customer's messages this dialog has not answered yet, oldest first."""
-    return list(db.session.execute(
-        select(Message).where(Message.conversation_id == dialog.conversation_id, Message.direction == "in",
-                              Message.id > dialog.answered_through).order_by(Message.id)).scalars())
+_PENDING = (select(Message.id, Message.text)
+            .where(Message.conversation_id == bindparam("conversation_id"), Message.direction == "in",
+                   Message.id > bindparam("answered_through")).order_by(Message.id))
+
+
+def _pending(dialog) -> list:
+    """The customer's messages (``id``, ``text``) this dialog has not answered yet, oldest first."""
+    return db.session.connection().execute(_PENDING, {"conversation_id": dialog.conversation_id,
+                                                      "answered_through": dialog.answered_through}).all()
+
+
+# A turn's two transactions are on the path of every AI answer: the dialog is read and written with
+# Core statements built once (the ORM's entity loading and flushes cost ~1 ms of CPU per turn).
+_dialogs = AiDialog.__table__
+_LOCKED = (select(*(_dialogs.c[name] for name in (
+    "id", "tenant_id", "instance_id", "conversation_id", "spiff_task_id", "status", "system_prompt",
+    "knowledge_id", "model", "max_turns", "handoff_keywords", "turns", "answered_through", "last_answer",
+    "busy_job_id", "busy_until"))).where(_dialogs.c.id == bindparam("dialog_id"),
+                                         _dialogs.c.tenant_id == bindparam("tenant_id")).with_for_update())
+
+
+class _LockedDialog:
+    """A dialog's row read under its lock (``_LOCKED``); the attributes a turn sets are written
+    back by ``save`` (called before every commit of the turn's transactions)."""
+
+    def __init__(self, row):
+        object.__setattr__(self, "_changed", {})
+        for name, value in row._mapping.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value) -> None:
+        if name not in _dialogs.c:
+            raise AttributeError(f"ai_dialogs has no column {name!r}")
+        object.__setattr__(self, name, value)
+        self._changed[name] = value
+
+    def save(self) -> None:
+        if self._changed:
+            db.session.connection().execute(update(_dialogs).where(_dialogs.c.id == self.id).values(**self._changed))
+            self._changed.clear()
 
 
 # -- the turn job ------------------------------------------------------------------------------
@@ -209,13 +244,12 @@ class AiTurnRunner:
         dialog = self._locked(job)
         if dialog is not None and dialog.status == ACTIVE:
             _end(dialog, "error", error="An internal error stopped the AI step.")
-        jobs.finish(job, worker_id)
-        db.session.commit()
+        self._done(job, worker_id, dialog)
 
-    def _locked(self, job: jobs.ClaimedJob) -> AiDialog | None:
-        return db.session.execute(
-            select(AiDialog).where(AiDialog.id == job.payload["dialog_id"], AiDialog.tenant_id == job.tenant_id)
-            .with_for_update()).scalar_one_or_none()
+    def _locked(self, job: jobs.ClaimedJob) -> _LockedDialog | None:
+        row = db.session.connection().execute(_LOCKED, {"dialog_id": job.payload["dialog_id"],
+                                                        "tenant_id": job.tenant_id}).first()
+        return _LockedDialog(row) if row is not None else None
 
     def _claim(self, job: jobs.ClaimedJob, worker_id: str) -> _Claim | None:
         """First transaction: take the unanswered messages and mark the dialog busy with this job;
@@ -229,19 +263,20 @@ class AiTurnRunner:
         pending = _pending(dialog)
         if not pending:
             dialog.busy_job_id = dialog.busy_until = None
-            return self._done(job, worker_id)
+            return self._done(job, worker_id, dialog)
         keyword = _keyword_in(dialog.handoff_keywords, pending)
         if keyword is not None:
             dialog.answered_through = pending[-1].id
             _end(dialog, "keyword", last_customer_text=pending[-1].text,
                  reason=f"The customer wrote '{keyword}'.")
-            return self._done(job, worker_id)
+            return self._done(job, worker_id, dialog)
         lease = self.provider.max_seconds + LEASE_MARGIN_S
         dialog.busy_job_id, dialog.busy_until = job.id, now + timedelta(seconds=lease)
         knowledge = _knowledge_text(dialog.knowledge_id) if dialog.knowledge_id is not None else ""
         request = AiRequest(system_prompt=dialog.system_prompt, knowledge=knowledge,
                             history=tuple(_history(dialog.conversation_id, pending[-1].id)), model=dialog.model)
         claim = _Claim(request, pending[-1].id, pending[-1].text)
+        dialog.save()
         jobs.extend_lease(job, worker_id, lease)  # commits the busy mark with the longer lease
         return claim
 
@@ -271,15 +306,18 @@ class AiTurnRunner:
                 _end(dialog, "max_turns", last_customer_text=claim.last_customer_text)
             elif _pending(dialog):
                 jobs.enqueue(job.tenant_id, AI_TURN, payload={"dialog_id": dialog.id})
+        dialog.save()
         db.session.commit()
 
-    def _done(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+    def _done(self, job: jobs.ClaimedJob, worker_id: str, dialog: _LockedDialog | None = None) -> None:
+        if dialog is not None:
+            dialog.save()
         jobs.finish(job, worker_id)
         db.session.commit()
         return None
 
 
-def _end(dialog: AiDialog, outcome: str, *, last_customer_text: str | None = None, reason: str | None = None,
+def _end(dialog, outcome: str, *, last_customer_text: str | None = None, reason: str | None = None,
          error: str | None = None) -> None:
     """The step is over: its ``ai_result`` job completes the task in the instance."""
     dialog.status, dialog.ended_at = DONE, utcnow()
@@ -294,7 +332,7 @@ def _end(dialog: AiDialog, outcome: str, *, last_customer_text: str | None = Non
                  payload={"spiff_task_id": dialog.spiff_task_id, "variables": variables})
 
 
-def _hand_to_instance(job: jobs.ClaimedJob, dialog: AiDialog | None) -> None:
+def _hand_to_instance(job: jobs.ClaimedJob, dialog: _LockedDialog | None) -> None:
     """A message routed to a dialog that ended before its turn ran, and that the dialog did not
     see, goes to the instance instead."""
     variables, message_id = job.payload.get("variables"), job.payload.get("message_id")
@@ -307,7 +345,7 @@ def _hand_to_instance(job: jobs.ClaimedJob, dialog: AiDialog | None) -> None:
                      payload={"variables": variables})
 
 
-def _keyword_in(keywords: list[str], messages: list[Message]) -> str | None:
+def _keyword_in(keywords: list[str], messages: list) -> str | None:
     for keyword in keywords:
         pattern = re.compile(rf"(?<!\w){re.escape(keyword)}(?!\w)", re.IGNORECASE)
         if any(pattern.search(message.text) for message in messages):
@@ -315,14 +353,16 @@ def _keyword_in(keywords: list[str], messages: list[Message]) -> str | None:
     return None
 
 
+_HISTORY = (select(Message.id, Message.direction, Message.text, Message.reply_to_id)
+            .where(Message.conversation_id == bindparam("conversation_id"))
+            .order_by(Message.id.desc()).limit(HISTORY_LIMIT * 2))
+
+
 def _history(conversation_id: int, through: int) -> list[Turn]:
     """The newest messages of the conversation as the model reads them: the customer's up to
     ``through``, everything said to the customer, each AI answer right after the customer message
     it answered (an answer is stored after messages that arrived while it was being written)."""
-    rows = db.session.execute(
-        select(Message.id, Message.direction, Message.text, Message.reply_to_id)
-        .where(Message.conversation_id == conversation_id)
-        .order_by(Message.id.desc()).limit(HISTORY_LIMIT * 2)).all()
+    rows = db.session.connection().execute(_HISTORY, {"conversation_id": conversation_id}).all()
     rows = [row for row in rows if row.direction == "out" or row.id <= through]
     rows.sort(key=lambda row: (row.reply_to_id or row.id, row.reply_to_id is not None, row.id))
     return [Turn("user" if row.direction == "in" else "assistant", row.text) for row in rows[-HISTORY_LIMIT:]]

@@ -3,7 +3,7 @@ with two cores or more (``default_count``), or ``BATON_WORKER_PROCESSES=N``.
 
 Workers run as threads of the server process share one GIL with the HTTP threads: that caps the
 whole server at one core. With ``N > 0`` the server runs no engine threads; it starts N ``flask
---app app worker --wake-from-stdin`` children instead (each with ``BATON_WORKERS`` threads),
+--app app worker --wake-from-stdin`` children instead (each with ``BATON_WORKERS`` engine threads, unset 1: ``Settings.child_threads``),
 restarts a child that dies (``kill -9`` included: its leased jobs are claimed again when the
 lease runs out, as with any worker), and stops them when it stops.
 

@@ -1,0 +1,23 @@
+"""Settings read from the environment: the engine threads a process runs by default."""
+from __future__ import annotations
+
+import pytest
+
+from app import Settings
+from engine.jobs.processes import child_command
+
+
+@pytest.mark.parametrize("environment, threads_here, threads_per_child", [
+    ({}, 2, 1),                        # unset: 2 threads in a server without children, 1 per child
+    ({"BATON_WORKERS": ""}, 2, 1),
+    ({"BATON_WORKERS": "3"}, 3, 3),    # set: the same count everywhere
+    ({"BATON_WORKERS": "0"}, 0, 0),    # a web-only process
+])
+def test_engine_threads_by_topology(environment, threads_here, threads_per_child):
+    settings = Settings.from_mapping(environment)
+    assert settings.worker_threads == threads_here
+    assert settings.child_threads == threads_per_child
+    # A supervised child is told its count on its command line; its own environment does not
+    # carry BATON_WORKERS when it was unset.
+    assert child_command(settings.child_threads)[-3:-1] == ["--threads", str(threads_per_child)]
+    assert ("BATON_WORKERS" in settings.as_environment()) == bool(environment.get("BATON_WORKERS"))
