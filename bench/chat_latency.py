@@ -3,9 +3,9 @@
 Each path (bench/chat_paths.py: ``send_message`` web-chat -> send_message -> a local receiver, the
 baseline; ``ai`` the same through an ai_chat step and an instant local model; ``telegram`` a Telegram
 update at /webhooks/telegram -> send_message -> ``sendMessage`` at the fake Bot API) gets its own
-server (`flask --app app serve`, SQLite, workers as threads in the server: the test harness's
-BATON_WORKER_PROCESSES=0; `--server-env BATON_WORKER_PROCESSES=` for the default's worker
-processes) and fresh database, and the same steady open-loop load (--rate messages/s for --seconds,
+server (`flask --app app serve` with no BATON_* setting, as `make run` starts it: SQLite, worker
+processes picked by the cores; `--server-env BATON_WORKER_PROCESSES=0` for workers as threads in
+the server) and fresh database, and the same steady open-loop load (--rate messages/s for --seconds,
 default 10/s for 20 s); every message comes from a NEW chat, so each starts an instance that answers
 once. Messages are sent on schedule by a small pool of client threads.
 
@@ -194,7 +194,8 @@ def _ms(values: list[float]) -> dict:
 
 def measure(args, workdir: Path, name: str) -> dict:
     path = PATHS[name]()
-    env = {**args.server_env, **path.start()}
+    # BATON_WORKER_PROCESSES unset (the harness sets 0): the topology `make run` starts.
+    env = {"BATON_WORKER_PROCESSES": "", **args.server_env, **path.start()}
     workdir = workdir / name
     workdir.mkdir()
     server = BatonServer(f"sqlite:///{workdir / 'bench.db'}", workdir, **env)
@@ -245,7 +246,7 @@ def measure(args, workdir: Path, name: str) -> dict:
         return {
             "path": path.description,
             "bpmn": str(path.bpmn.relative_to(ROOT)),
-            "topology": "`flask --app app serve`, SQLite, workers as threads in the server"
+            "topology": "`flask --app app serve` as `make run` starts it, SQLite (worker processes by the cores)"
                         + (f", env {args.server_env}" if args.server_env else ""),
             "messages": len(chat_ids), "accepted": len(sender.sent), "answered": len(latencies),
             "missing": len(missing), "first_missing": missing[:5],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 
 from bpmn.operators import SEND_MESSAGE, operator_of
 from bpmn.profile import read_message_buttons
@@ -86,6 +86,9 @@ def queue_button_answer(tenant_id: int, channel_id: int, callback_query_id: str)
                       f"{channel_id}/button/{callback_query_id}", BUTTON_ANSWER_EVENT)
 
 
+_CREDENTIALS = select(Channel.type, Channel.settings).where(Channel.id == bindparam("channel_id"))  # per answer
+
+
 class MessengerCalls:
     """The delivery runner's ``ChannelCalls`` for Telegram, Viber and WhatsApp channels."""
 
@@ -98,8 +101,8 @@ class MessengerCalls:
 
     def prepare(self, row) -> ChannelCall | str:  # row: the delivery's columns (delivery_runner._ROW)
         channel_type = row.url.partition(":")[0]
-        channel = None if row.channel_id is None else db.session.execute(
-            select(Channel.type, Channel.settings).where(Channel.id == row.channel_id)).first()
+        channel = None if row.channel_id is None else db.session.connection().execute(
+            _CREDENTIALS, {"channel_id": row.channel_id}).first()
         if channel is None or channel.type != channel_type:
             return "The channel was deleted: there are no credentials to send this with."
         chat_id = chat_of_key(row.channel_id, row.ordering_key)

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from engine.chat import conversations, messenger_calls, reachability, receipts
@@ -36,16 +37,24 @@ def _refused() -> UnauthorizedError:
     return UnauthorizedError("The call could not be verified.")
 
 
-def _by_key(type_: str, key: str | None) -> Channel | None:
+# A channel as a call needs it: its columns (a Row), read without an ORM entity: every messenger
+# message starts here, and the entity's loading cost more than the query (what conversations.accept
+# reads of it, and the secrets and ids the verification and receipts need).
+_COLUMNS = select(Channel.id, Channel.tenant_id, Channel.type, Channel.name, Channel.enabled, Channel.created_at,
+                  Channel.webhook_secret, Channel.settings, Channel.connection, Channel.inbound_key)
+_BY_KEY = _COLUMNS.where(Channel.type == bindparam("type"), Channel.inbound_key == bindparam("key"))
+ChannelRow = Any  # a Row of _COLUMNS
+
+
+def _by_key(type_: str, key: str | None) -> ChannelRow | None:
     if not key:
         return None
-    return db.session.execute(select(Channel).where(Channel.type == type_, Channel.inbound_key == key)
-                              ).scalar_one_or_none()
+    return db.session.connection().execute(_BY_KEY, {"type": type_, "key": key}).first()
 
 
 # --- finding and verifying --------------------------------------------------------------------------
 
-def telegram_channel(headers: Mapping[str, str]) -> Channel:
+def telegram_channel(headers: Mapping[str, str]) -> ChannelRow:
     """The channel whose secret token the call carries (its key finds it, the whole is compared)."""
     channel = _by_key("telegram", telegram.secret_token_key(headers))
     verified = telegram.verify(headers, channel.webhook_secret if channel is not None else _NO_SECRET)
@@ -54,7 +63,7 @@ def telegram_channel(headers: Mapping[str, str]) -> Channel:
     return channel
 
 
-def viber_channel(query: Mapping[str, str], headers: Mapping[str, str], body: bytes) -> Channel:
+def viber_channel(query: Mapping[str, str], headers: Mapping[str, str], body: bytes) -> ChannelRow:
     """The channel the URL's ``?channel=`` names, if the body is signed with its auth token."""
     channel = _by_key("viber", viber.channel_key(query))
     token = (channel.settings or {}).get("auth_token") if channel is not None else None
@@ -64,7 +73,7 @@ def viber_channel(query: Mapping[str, str], headers: Mapping[str, str], body: by
     return channel
 
 
-def whatsapp_items(headers: Mapping[str, str], body: bytes) -> list[tuple[Channel | None, InboundItem]]:
+def whatsapp_items(headers: Mapping[str, str], body: bytes) -> list[tuple[ChannelRow | None, InboundItem]]:
     """Every item of a notification with its channel (found by ``metadata.phone_number_id``), once the
     body's signature checks out with the app secret of every channel it names. Items of numbers
     Baton does not know come with None (acknowledged only)."""
@@ -75,8 +84,8 @@ def whatsapp_items(headers: Mapping[str, str], body: bytes) -> list[tuple[Channe
     except BadRequestError:
         raise _refused() from None         # no channel to verify it with: it cannot be verified
     accounts = {item.account_id for item in items if item.account_id}
-    channels = {channel.inbound_key: channel for channel in db.session.execute(
-        select(Channel).where(Channel.type == "whatsapp", Channel.inbound_key.in_(accounts))).scalars()}
+    channels = {channel.inbound_key: channel for channel in db.session.connection().execute(
+        _COLUMNS.where(Channel.type == "whatsapp", Channel.inbound_key.in_(accounts))).all()}
     checks = [whatsapp.verify(headers, body, (channel.settings or {}).get("app_secret") or _NO_SECRET)
               for channel in channels.values()]
     if not channels or not all(checks):
@@ -94,7 +103,7 @@ def whatsapp_handshake(query: Mapping[str, str]) -> str | None:
 
 # --- taking the items -------------------------------------------------------------------------------
 
-def receive(channel: Channel, items: list[InboundItem]) -> None:
+def receive(channel: ChannelRow, items: list[InboundItem]) -> None:
     """Take a verified call's items in order, each in its own transaction (a retried call finds the
     ones taken before and skips them)."""
     for item in items:
@@ -104,7 +113,7 @@ def receive(channel: Channel, items: list[InboundItem]) -> None:
             _event(channel, item)
 
 
-def _message(channel: Channel, item: InboundMessage) -> None:
+def _message(channel: ChannelRow, item: InboundMessage) -> None:
     if not channel.enabled:      # disabled: acknowledged and dropped (its webhook is being removed)
         db.session.rollback()
         return
@@ -127,7 +136,7 @@ def _message(channel: Channel, item: InboundMessage) -> None:
         _note_error(channel_id, error.message)
 
 
-def _event(channel: Channel, event: InboundEvent) -> None:
+def _event(channel: ChannelRow, event: InboundEvent) -> None:
     if event.kind not in (DELIVERY_STATUS, UNREACHABLE, REACHABLE):
         db.session.rollback()        # acknowledged only: edits, webhook checks, reactions, ...
         return
@@ -151,7 +160,7 @@ def _event(channel: Channel, event: InboundEvent) -> None:
         db.session.rollback()
 
 
-def _dedup_id(channel: Channel, messenger_id: str | None) -> str | None:
+def _dedup_id(channel: ChannelRow, messenger_id: str | None) -> str | None:
     """The receipt id of an item: Telegram's ``update_id`` counts per bot, so it goes with the bot's
     id (a channel given another bot's token must not take its update 17 for the old bot's)."""
     if messenger_id is None:

@@ -2,7 +2,7 @@
 are dead at once with that reason instead of being tried for 24 hours, until they come back."""
 from __future__ import annotations
 
-from sqlalchemy import delete, select
+from sqlalchemy import bindparam, delete, select
 
 from engine.store.db import db, utcnow
 from engine.store.models import UnreachableChat
@@ -20,13 +20,18 @@ def mark(tenant_id: int, channel_id: int, chat_id: str, reason: str) -> None:
     db.session.flush()
 
 
+# Both run for every messenger message (clear as it comes in, reason_for as its answer goes out).
+_THIS_CHAT = (UnreachableChat.channel_id == bindparam("channel_id"), UnreachableChat.chat_id == bindparam("chat_id"))
+_CLEAR = delete(UnreachableChat).where(*_THIS_CHAT)
+_REASON = select(UnreachableChat.reason).where(*_THIS_CHAT)
+
+
 def clear(channel_id: int, chat_id: str) -> None:
     """In the caller's transaction: the customer came back (unblocked, subscribed, wrote again)."""
-    db.session.execute(delete(UnreachableChat).where(UnreachableChat.channel_id == channel_id,
-                                                     UnreachableChat.chat_id == chat_id))
+    db.session.connection().execute(_CLEAR, {"channel_id": channel_id, "chat_id": chat_id})
 
 
 def reason_for(channel_id: int, chat_id: str) -> str | None:
     """Why the chat cannot be reached, or None when it can."""
-    return db.session.execute(select(UnreachableChat.reason).where(
-        UnreachableChat.channel_id == channel_id, UnreachableChat.chat_id == chat_id)).scalar_one_or_none()
+    return db.session.connection().execute(_REASON, {"channel_id": channel_id,
+                                                     "chat_id": chat_id}).scalar_one_or_none()

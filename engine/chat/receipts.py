@@ -7,7 +7,7 @@ even from a concurrent request, finds it (``taken``) or fails on the constraint 
 """
 from __future__ import annotations
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, insert, select
 
 from engine.store.db import db, utcnow
 from engine.store.models import InboundReceipt
@@ -15,18 +15,23 @@ from engine.store.models import InboundReceipt
 MAX_ID = 300   # the column's size; longer ids (none are) are cut, keeping their end, which varies most
 
 
+_TAKEN = select(InboundReceipt.id).where(InboundReceipt.channel_id == bindparam("channel_id"),
+                                         InboundReceipt.external_id == bindparam("external_id"))
+_TAKE = insert(InboundReceipt.__table__).values(
+    tenant_id=bindparam("tenant_id"), channel_id=bindparam("channel_id"), external_id=bindparam("external_id"),
+    kind=bindparam("kind"), created_at=bindparam("now"))
+
+
 def taken(channel_id: int, external_id: str) -> bool:
-    return db.session.execute(select(InboundReceipt.id).where(
-        InboundReceipt.channel_id == channel_id,
-        InboundReceipt.external_id == _fit(external_id))).first() is not None
+    return db.session.connection().execute(_TAKEN, {"channel_id": channel_id,
+                                                    "external_id": _fit(external_id)}).first() is not None
 
 
 def take(tenant_id: int, channel_id: int, external_id: str, kind: str) -> None:
-    """Record the item in the caller's transaction; IntegrityError (at flush) when a concurrent
-    transaction took it first."""
-    db.session.add(InboundReceipt(tenant_id=tenant_id, channel_id=channel_id, external_id=_fit(external_id),
-                                  kind=kind[:32], created_at=utcnow()))
-    db.session.flush()
+    """Record the item in the caller's transaction; IntegrityError when a concurrent transaction
+    took it first."""
+    db.session.connection().execute(_TAKE, {"tenant_id": tenant_id, "channel_id": channel_id,
+                                            "external_id": _fit(external_id), "kind": kind[:32], "now": utcnow()})
 
 
 def _fit(external_id: str) -> str:
