@@ -384,12 +384,12 @@ def measure_end_to_end(backend: str, args, workdir: Path, log=print,
             "topology": (f"server BATON_WORKERS=0 + {worker_processes} `flask worker` processes"
                          if worker_processes else
                          f"server supervising BATON_WORKER_PROCESSES={env['BATON_WORKER_PROCESSES']} "
-                         f"worker processes (BATON_WORKERS={env.get('BATON_WORKERS', 'default 2')} threads each)"
+                         f"worker processes (BATON_WORKERS={env.get('BATON_WORKERS', 'unset: 1')} engine threads each)"
                          if env["BATON_WORKER_PROCESSES"] not in ("", "0") else
-                         f"server with in-process workers (BATON_WORKERS={env.get('BATON_WORKERS', 'default 2')})"
+                         f"server with in-process workers (BATON_WORKERS={env.get('BATON_WORKERS', 'unset: 2')})"
                          if env["BATON_WORKER_PROCESSES"] == "0" else
                          f"the default `serve` (BATON_WORKER_PROCESSES unset: {_default_processes()} worker "
-                         f"processes on {os.cpu_count()} cores, BATON_WORKERS={env.get('BATON_WORKERS', 'default 2')} "
+                         f"processes on {os.cpu_count()} cores, BATON_WORKERS={env.get('BATON_WORKERS', 'unset: 1')} engine "
                          "threads each)"),
             "requested": count, "accepted": accepted, "completed": completed,
             "statuses": done["counts"], "http_errors": len(load.errors),
