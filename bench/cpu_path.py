@@ -3,6 +3,7 @@
     python bench/cpu_path.py                 # 1000 instances of webhook_order.bpmn, 3 rounds, SQLite
     python bench/cpu_path.py --count 2000 --rounds 5
     python bench/cpu_path.py --backend postgresql    # a throwaway PostgreSQL database
+    python bench/cpu_path.py --rounds 1 --cprofile 40  # and the 40 functions with the most CPU
 
 A real server deploys ``tests/bpmn/webhook_order.bpmn`` and is stopped; then, in this process, on
 the same database: ``webhooks.accept`` (the webhook accept without waitress) for ``--count``
@@ -122,7 +123,6 @@ def run(args, url: str, workdir: Path) -> int:
     if profile is not None:  # cProfile slows the advances: the figures above are then not comparable
         pstats.Stats(profile).sort_stats("tottime").print_stats(args.cprofile)
         pstats.Stats(profile).sort_stats("cumulative").print_stats(args.cprofile)
-        profile.dump_stats("/tmp/cpu_path.prof")
     return 0 if set(statuses) == {"completed"} else 1
 
 
