@@ -195,15 +195,15 @@ def start_at(workflow: BpmnWorkflow, element_id: str) -> None:
     With several start events SpiffWorkflow would begin at the first one of the file; this runs
     its start bookkeeping and cancels the other start events. Call before ``do_engine_steps``.
     """
-    ready = workflow.get_tasks(state=TaskState.READY)
-    if len(ready) != 1 or ready[0].task_spec.name != "Start":
-        raise BatonError("start_at needs a workflow that has not run yet.")
     # The top-level start events: those of subprocesses live in their own specs.
     starts = {spec.bpmn_id for spec in workflow.spec.task_specs.values() if isinstance(spec, StartEventMixin)}
     if element_id not in starts:
         raise BatonError(f"'{element_id}' is not a start event of this process.")
     if len(starts) == 1:
-        return
+        return  # nothing to choose (and no walk of the tree: this runs at every start)
+    ready = workflow.get_tasks(state=TaskState.READY)
+    if len(ready) != 1 or ready[0].task_spec.name != "Start":
+        raise BatonError("start_at needs a workflow that has not run yet.")
     ready[0].run()
     [split] = [task for task in workflow.get_tasks(state=TaskState.READY)
                if task.task_spec.name == "StartEventSplit"]

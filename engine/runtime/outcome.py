@@ -4,7 +4,6 @@ Read off a workflow after the engine steps; the runner writes it in the save tra
 """
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -130,22 +129,9 @@ def current_variables(workflow: BpmnWorkflow) -> dict[str, Any]:
     return merged
 
 
-# Per process spec (cached by the SpecCache, so one per definition): whether any end event has
-# output_keys. Asked at every completion; walking every task spec for it cost ~3 % of an advance.
-_NAMES_OUTPUT_KEYS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _names_output_keys(workflow: BpmnWorkflow) -> bool:
-    known = _NAMES_OUTPUT_KEYS.get(workflow.spec)
-    if known is None:
-        known = _NAMES_OUTPUT_KEYS[workflow.spec] = any(
-            isinstance(ts, EndEvent) and ts.extensions.get("properties", {}).get("output_keys")
-            for ts in all_task_specs(workflow.spec, workflow.subprocess_specs))
-    return known
-
-
 def _output_keys(workflow: BpmnWorkflow) -> list[str] | None:
-    if not _names_output_keys(workflow):
+    if not any(isinstance(ts, EndEvent) and ts.extensions.get("properties", {}).get("output_keys")
+               for ts in all_task_specs(workflow.spec, workflow.subprocess_specs)):
         return None  # no end event names any (a walk of the whole task tree otherwise)
     keys: list[str] = []
     for task in workflow.get_tasks(state=TaskState.COMPLETED):
