@@ -66,9 +66,7 @@ class Settings:
     def child_threads(self) -> int:
         """Engine threads of each worker process the server supervises: ``BATON_WORKERS``, unset 1,
         as ``flask worker``. The processes are the parallelism; a second engine thread in one only
-        shares its GIL (bench/throughput.py, order, 2 cores, interleaved runs on 2026-11-24: one
-        thread per child 0.455-0.518 of raw SpiffWorkflow and 1.87-2.10 ms of CPU per instance,
-        two threads 0.384-0.454 and 2.05-2.49 ms)."""
+        shares its GIL (measured: docs/operations.md, "Worker processes supervised by the server")."""
         return self.workers if self.workers is not None else 1
 
     @property

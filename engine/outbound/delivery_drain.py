@@ -34,9 +34,10 @@ QUEUED = "queued"
 DRAIN_LIMIT = 500   # deliveries brought forward by one success; the next success takes the rest
 
 
-def drain(sent: Delivery, now: datetime) -> int:
-    """In the caller's transaction (which records ``sent`` as sent): make the destination's other
-    deliveries that wait out a retry delay due ``now``. Returns how many were brought forward.
+def drain(sent, now: datetime) -> int:
+    """In the caller's transaction (which records ``sent``, the delivery's columns, as sent): make
+    the destination's other deliveries that wait out a retry delay due ``now``. Returns how many
+    were brought forward.
 
     Rows another transaction holds (PostgreSQL ``SKIP LOCKED``) are skipped, never waited for: that
     transaction is attempting, retrying or draining them already, and no two drains can deadlock.

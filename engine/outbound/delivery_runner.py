@@ -63,8 +63,9 @@ class ChannelCalls(Protocol):
         """Whether a delivery with this ``url`` is a channel call rather than a POST to it."""
 
     def prepare(self, row) -> ChannelCall | str:
-        """Inside the deciding transaction (``row``: the delivery's columns, a Row): the call with the channel's current credentials, or why
-        it can never be sent (the channel is gone, the customer blocked the bot ...): dead at once."""
+        """Inside the deciding transaction (``row``: the delivery's columns, a Row): the call with
+        the channel's current credentials, or why it can never be sent (the channel is gone, the
+        customer blocked the bot ...): dead at once."""
 
     def judge(self, call: ChannelCall, response) -> Outcome:
         """The outcome of an answer, read from its body the messenger's way."""
