@@ -10,6 +10,7 @@ its effect (``finish``); a killed worker's lease runs out and the job is claimed
 from __future__ import annotations
 
 import functools
+import json
 from collections import namedtuple
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -19,7 +20,7 @@ from sqlalchemy import and_, bindparam, exists, func, literal, or_, select, upda
 from sqlalchemy.orm import aliased
 
 from engine.store import writes
-from engine.store.db import db, utcnow
+from engine.store.db import HANDED, db, utcnow
 from engine.store.models import Instance, Job
 from engine.store.statements import Statement
 
@@ -58,9 +59,33 @@ class ClaimedJob:
 
 def enqueue(tenant_id: int, kind: str, *, instance_id: int | None = None,
             payload: dict[str, Any] | None = None, run_at: datetime | None = None) -> None:
-    """Add a job to the ORM session's transaction; it becomes visible (and wakes workers) on commit."""
-    writes.add_job(writes.SessionExecutor(), tenant_id, kind, instance_id=instance_id, payload=payload,
-                   run_at=run_at)
+    """Add a job to the ORM session's transaction; it becomes visible (and wakes workers) on commit.
+
+    A job due now, of no instance, that a worker pool of this process runs (an AI turn, a delivery,
+    an HTTP task) is leased to that pool in this very transaction and handed to it in memory at
+    commit: no claim transaction, no wake-up to wait for. Crash-safe as a claimed job is: if the
+    process dies first, the lease runs out and any worker claims it (docs/internals.md, "Jobs
+    handed over").
+    """
+    session = db.session()
+    pool = _local_pool(session, kind, instance_id, run_at)
+    if pool is None:
+        writes.add_job(writes.SessionExecutor(session), tenant_id, kind, instance_id=instance_id,
+                       payload=payload, run_at=run_at)
+        return
+    payload = json.loads(json.dumps(payload or {}))  # what a claim would read back from the column
+    job_id = writes.add_handed_job(writes.SessionExecutor(session), tenant_id, kind, payload, pool.holder_id,
+                                   utcnow() + timedelta(seconds=pool.lease_seconds))
+    session.info.setdefault(HANDED, []).append((pool, ClaimedJob(job_id, tenant_id, None, kind, payload, 1)))
+
+
+def _local_pool(session, kind: str, instance_id: int | None, run_at: datetime | None):
+    """The pool of this process a new job may be handed to, if any. Not an instance's job: those
+    run one at a time per instance, in order, which only the claim knows."""
+    wakers = getattr(session, "wakers", None)
+    if instance_id is not None or wakers is None or (run_at is not None and run_at > utcnow()):
+        return None
+    return wakers.taker(kind)
 
 
 def wake_at_commit(kind: str | None) -> None:

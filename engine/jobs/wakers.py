@@ -20,7 +20,23 @@ Waker = Callable[[Counter], None]
 class Wakers:
     def __init__(self) -> None:
         self._wakers: tuple[Waker, ...] = ()
+        self._takers: tuple = ()   # worker pools that take jobs handed over at commit (engine.jobs.queue)
         self._lock = threading.Lock()
+
+    def add_taker(self, pool) -> None:
+        with self._lock:
+            self._takers = (*self._takers, pool)
+
+    def remove_taker(self, pool) -> None:
+        with self._lock:
+            self._takers = tuple(p for p in self._takers if p is not pool)
+
+    def taker(self, kind: str):
+        """A pool of this process that runs ``kind`` and takes jobs now, if any."""
+        for pool in self._takers:
+            if pool.accepts(kind):
+                return pool
+        return None
 
     def add(self, waker: Waker) -> None:
         with self._lock:

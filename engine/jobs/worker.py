@@ -19,7 +19,7 @@ import os
 import socket
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from datetime import datetime
 from typing import Protocol
 
@@ -60,12 +60,18 @@ class WorkerPool:
         self._cond = threading.Condition()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
-        # Per thread (worker id): the jobs it leased and has not done yet, released at a stop.
-        self._held: dict[str, list[jobs.ClaimedJob]] = {}
+        # Per thread (worker id): the jobs it holds and has not done yet, each with the worker id
+        # that leases it, released at a stop.
+        self._held: dict[str, list[tuple[jobs.ClaimedJob, str]]] = {}
         self._name = f"{socket.gethostname()[:40]}:{os.getpid()}"  # worker ids fit jobs.locked_by (64)
+        # Jobs handed over at commit by this process's transactions (``take``), leased to
+        # ``holder_id``, with when they came; any thread of the pool runs them before claiming.
+        self.holder_id = f"{self._name}:{self.pool_name[0]}h"
+        self._handed: deque[tuple[jobs.ClaimedJob, float]] = deque()
 
     def start(self) -> None:
         self.wakers.add(self.wake)
+        self.wakers.add_taker(self)
         for index in range(self.threads):
             thread = threading.Thread(target=self._loop, args=(f"{self._name}:{self.pool_name[0]}{index}",),
                                       name=f"baton-{self.pool_name}-{index}", daemon=True)
@@ -82,6 +88,7 @@ class WorkerPool:
 
     def stop_claiming(self) -> None:
         """No thread claims again; a thread with a job finishes it, then ends (graceful stop, 1)."""
+        self.wakers.remove_taker(self)
         self.wakers.remove(self.wake)
         self._stopping.set()
         self.wake()
@@ -98,12 +105,15 @@ class WorkerPool:
         """
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
-        held = [(worker_id, job) for worker_id, jobs_held in list(self._held.items()) for job in jobs_held]
+        with self._cond:
+            held = [pair for jobs_held in list(self._held.values()) for pair in jobs_held]
+            held += [(job, self.holder_id) for job, _ in self._handed]
+            self._handed.clear()
         if not held:
             return 0
         with self.app.app_context():
             try:
-                released = jobs.release_unfinished([(job, worker_id) for worker_id, job in held])
+                released = jobs.release_unfinished(held)
             except Exception:
                 db.session.rollback()
                 log.exception("could not release the unfinished jobs; their leases will run out")
@@ -134,6 +144,29 @@ class WorkerPool:
             else:
                 self._cond.notify_all()
 
+    def accepts(self, kind: str) -> bool:
+        """Whether a job of ``kind`` may be handed to this pool (``take``)."""
+        return kind in self.handlers and (self.kinds is None or self.kinds.runs(kind)) and not self._stopping.is_set()
+
+    def take(self, job: jobs.ClaimedJob) -> None:
+        """A job leased to ``holder_id`` by a transaction of this process that has just committed:
+        the next free thread runs it."""
+        with self._cond:
+            self._handed.append((job, time.monotonic()))
+            self._signal += 1
+            self._cond.notify(1)
+
+    def _next_handed(self) -> jobs.ClaimedJob | None:
+        with self._cond:
+            job, taken_at = self._handed.popleft() if self._handed else (None, 0.0)
+        if job is not None and time.monotonic() - taken_at > self.lease_seconds / 2:
+            # Waited for a thread past half its lease: given back rather than run on a lease
+            # that may run out (as a batch's later jobs are).
+            self._give_back([job], self.holder_id)
+            db.session.remove()
+            return None
+        return job
+
     def wake_one(self) -> None:
         """Wake one waiting thread (a busy one sees the signal and claims again when it is done)."""
         with self._cond:
@@ -143,6 +176,13 @@ class WorkerPool:
     def _loop(self, worker_id: str) -> None:
         with self.app.app_context():
             while not self._stopping.is_set():
+                handed = self._next_handed()
+                if handed is not None:
+                    self._held[worker_id] = [(handed, self.holder_id)]
+                    self._run(handed, self.holder_id)
+                    self._held.pop(worker_id, None)
+                    db.session.remove()
+                    continue
                 seen = self._signal
                 try:
                     claimed = jobs.claim(worker_id, self.lease_seconds, limit=self.claim_batch, kinds=self.kinds)
@@ -158,7 +198,7 @@ class WorkerPool:
                 # stopping), give them back rather than run them on a lease that may run out.
                 give_back_at = time.monotonic() + self.lease_seconds / 2
                 for index, job in enumerate(claimed):
-                    self._held[worker_id] = claimed[index:]
+                    self._held[worker_id] = [(job, worker_id) for job in claimed[index:]]
                     if index and (self._stopping.is_set() or time.monotonic() > give_back_at):
                         self._give_back(claimed[index:], worker_id)
                         break

@@ -33,6 +33,7 @@ _write_locks: "weakref.WeakKeyDictionary[Engine, tuple]" = weakref.WeakKeyDictio
 
 WAKERS = "baton.wakers"  # app.extensions key: the process's job wakers (engine.jobs.wakers.Wakers)
 READY = "baton_ready"    # session.info key: kinds of the jobs this transaction made ready
+HANDED = "baton_handed"  # session.info key: (pool, job) of the jobs this transaction leased to a local pool
 
 
 class Base(DeclarativeBase):
@@ -53,13 +54,22 @@ class BatonSession(FlaskSession):
 
     def commit(self) -> None:
         super().commit()
+        handed = self.info.pop(HANDED, None)
         ready = self.info.pop(READY, None)
+        for pool, job in handed or ():
+            pool.take(job)
         if ready and self.wakers is not None:
             self.wakers(ready)
 
     def rollback(self) -> None:
         self.info.pop(READY, None)
+        self.info.pop(HANDED, None)
         super().rollback()
+
+    def close(self) -> None:
+        self.info.pop(READY, None)
+        self.info.pop(HANDED, None)
+        super().close()
 
 
 db = SQLAlchemy(model_class=Base, session_options={"class_": BatonSession})

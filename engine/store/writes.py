@@ -160,6 +160,11 @@ _JOB_COLUMNS = ("tenant_id", "instance_id", "kind", "payload", "run_at")
 _insert_job = insert(_jobs).values({name: bindparam(name) for name in _JOB_COLUMNS})
 _INSERT_JOB = Statement(_insert_job)
 _INSERT_JOB_PG = Statement(_notifying(_insert_job))
+# A job leased from the start to a pool of this process (``add_handed_job``): no NOTIFY, nobody
+# else is to claim it.
+_INSERT_HANDED_JOB = Statement(
+    insert(_jobs).values({**{name: bindparam(name) for name in (*_JOB_COLUMNS, "locked_by", "locked_until")},
+                          "attempts": 1}).returning(_jobs.c.id))
 
 _insert_instance = (insert(_instances)
                     .values(tenant_id=bindparam("tenant_id"), definition_id=bindparam("definition_id"),
@@ -247,6 +252,16 @@ def add_job(executor: Executor, tenant_id: int, kind: str, *, instance_id: int |
                    {"tenant_id": tenant_id, "instance_id": instance_id, "kind": kind,
                     "payload": payload or {}, "run_at": run_at or utcnow()})
     executor.ready(kind, notified=executor.postgres)
+
+
+def add_handed_job(executor: Executor, tenant_id: int, kind: str, payload: dict[str, Any], worker_id: str,
+                   locked_until: datetime) -> int:
+    """Queue a job already leased to ``worker_id`` (until ``locked_until``), as a claim would have
+    leased it; its id. Nobody is woken: the holder is handed the job at commit."""
+    [(job_id,)] = executor.rows(_INSERT_HANDED_JOB, {
+        "tenant_id": tenant_id, "instance_id": None, "kind": kind, "payload": payload, "run_at": utcnow(),
+        "locked_by": worker_id, "locked_until": locked_until})
+    return job_id
 
 
 def create_instance(executor: Executor, tenant_id: int, definition_id: int, variables: dict[str, Any],
