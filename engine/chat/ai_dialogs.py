@@ -118,7 +118,9 @@ def sync(tenant_id: int, instance_id: int, conversation_id: int | None, ready: d
             dialog.status, dialog.ended_at = ACTIVE, None
             dialog.save()
         if dialog.status == ACTIVE and not _busy(dialog, now) and _pending(dialog):
-            jobs.enqueue(tenant_id, AI_TURN, payload={"dialog_id": dialog.id})
+            # Handed to a call thread of this process, the turn takes its messages here, in
+            # this transaction (``AiTurnRunner.prepare``): it starts with the model call.
+            jobs.enqueue(tenant_id, AI_TURN, payload={"dialog_id": dialog.id}, prepare=True)
 
 
 def _knowledge_id(tenant_id: int, text: str) -> int | None:
@@ -243,7 +245,7 @@ class AiTurnRunner:
         self.provider = provider
 
     def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        claim = self._claim(job, worker_id)
+        claim = job.prepared if isinstance(job.prepared, _Claim) else self._claim(job, worker_id)
         if claim is None:
             return
         started = time.perf_counter()
@@ -262,15 +264,27 @@ class AiTurnRunner:
         if dialog is not None and dialog.status == ACTIVE:
             _end(dialog, "error", error="An internal error stopped the AI step.")
         self._done(job, worker_id, dialog)
+        db.session.commit()
 
     def _locked(self, job: jobs.ClaimedJob) -> _LockedDialog | None:
         row = db.session.connection().execute(_LOCKED, {"dialog_id": job.payload["dialog_id"],
                                                         "tenant_id": job.tenant_id}).first()
         return _LockedDialog(row) if row is not None else None
 
+    def prepare(self, job: jobs.ClaimedJob, worker_id: str) -> _Claim | None:
+        """The first transaction's work, in the transaction that queues a turn handed over to this
+        process (``jobs.enqueue(prepare=True)``, from ``sync``)."""
+        return self._take(job, worker_id)
+
     def _claim(self, job: jobs.ClaimedJob, worker_id: str) -> _Claim | None:
-        """First transaction: take the unanswered messages and mark the dialog busy with this job;
-        None (job finished) when there is nothing for this job to do."""
+        """First transaction: ``_take``, committed."""
+        claim = self._take(job, worker_id)
+        db.session.commit()
+        return claim
+
+    def _take(self, job: jobs.ClaimedJob, worker_id: str) -> _Claim | None:
+        """Take the unanswered messages and mark the dialog busy with this job, in the caller's
+        transaction; None (job finished) when there is nothing for this job to do."""
         dialog, now = self._locked(job), utcnow()
         if dialog is None or dialog.status != ACTIVE:
             _hand_to_instance(job, dialog)
@@ -294,7 +308,7 @@ class AiTurnRunner:
                             history=tuple(_history(dialog.conversation_id, pending[-1].id)), model=dialog.model)
         claim = _Claim(request, pending[-1].id, pending[-1].text)
         dialog.save()
-        jobs.extend_lease(job, worker_id, lease)  # commits the busy mark with the longer lease
+        jobs.extend_lease(job, worker_id, lease, commit=False)  # the busy mark's lease is the job's
         return claim
 
     def _record(self, job: jobs.ClaimedJob, worker_id: str, claim: _Claim, reply, failure: str | None) -> None:
@@ -327,10 +341,10 @@ class AiTurnRunner:
         db.session.commit()
 
     def _done(self, job: jobs.ClaimedJob, worker_id: str, dialog: _LockedDialog | None = None) -> None:
+        """The job is finished (in the caller's transaction) and ``dialog``'s changes written."""
         if dialog is not None:
             dialog.save()
         jobs.finish(job, worker_id)
-        db.session.commit()
         return None
 
 

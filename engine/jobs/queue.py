@@ -12,12 +12,11 @@ from __future__ import annotations
 import functools
 import json
 from collections import namedtuple
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, bindparam, exists, func, literal, or_, select, update
-from sqlalchemy.orm import aliased
 
 from engine.store import writes
 from engine.store.db import HANDED, db, utcnow
@@ -55,10 +54,13 @@ class ClaimedJob:
     # is gone. A row that changes after the claim fails the advance's revision check, and the
     # job is tried again with a fresh read.
     instance_row: Any = field(default=None, compare=False, repr=False)
+    # A job handed over with ``enqueue(prepare=True)``: what its handler's ``prepare`` did in the
+    # transaction that queued it (the handler's first transaction, done there). None otherwise.
+    prepared: Any = field(default=None, compare=False, repr=False)
 
 
 def enqueue(tenant_id: int, kind: str, *, instance_id: int | None = None,
-            payload: dict[str, Any] | None = None, run_at: datetime | None = None) -> None:
+            payload: dict[str, Any] | None = None, run_at: datetime | None = None, prepare: bool = False) -> None:
     """Add a job to the ORM session's transaction; it becomes visible (and wakes workers) on commit.
 
     A job due now, of no instance, that a worker pool of this process runs (an AI turn, a delivery,
@@ -66,6 +68,11 @@ def enqueue(tenant_id: int, kind: str, *, instance_id: int | None = None,
     commit: no claim transaction, no wake-up to wait for. Crash-safe as a claimed job is: if the
     process dies first, the lease runs out and any worker claims it (docs/internals.md, "Jobs
     handed over").
+
+    ``prepare``: when the job is handed over, its handler's ``prepare(job, worker_id)`` runs here,
+    in this transaction, and does what the handler's first transaction would (an AI turn takes
+    the customer's messages and marks its dialog busy); what it returns is handed over with the
+    job (``ClaimedJob.prepared``); None: it finished the job itself, nothing is handed over.
     """
     session = db.session()
     pool = _local_pool(session, kind, instance_id, run_at)
@@ -76,7 +83,13 @@ def enqueue(tenant_id: int, kind: str, *, instance_id: int | None = None,
     payload = json.loads(json.dumps(payload or {}))  # what a claim would read back from the column
     job_id = writes.add_handed_job(writes.SessionExecutor(session), tenant_id, kind, payload, pool.holder_id,
                                    utcnow() + timedelta(seconds=pool.lease_seconds))
-    session.info.setdefault(HANDED, []).append((pool, ClaimedJob(job_id, tenant_id, None, kind, payload, 1)))
+    job = ClaimedJob(job_id, tenant_id, None, kind, payload, 1)
+    if prepare:
+        prepared = pool.handlers[kind].prepare(job, pool.holder_id)
+        if prepared is None:
+            return
+        job = replace(job, prepared=prepared)
+    session.info.setdefault(HANDED, []).append((pool, job))
 
 
 def _local_pool(session, kind: str, instance_id: int | None, run_at: datetime | None):
@@ -148,7 +161,16 @@ def _claim_statements(postgres: bool, limit: int, kinds: KindFilter | None) -> t
 
 
 def claim(worker_id: str, lease_seconds: float, limit: int = 1, kinds: KindFilter | None = None) -> list[ClaimedJob]:
-    """Lease up to ``limit`` ready jobs (of ``kinds``, default any) to ``worker_id`` and commit the lease.
+    """Lease up to ``limit`` ready jobs (of ``kinds``, default any) to ``worker_id`` and commit the lease."""
+    return claim_or_next(worker_id, lease_seconds, limit, kinds)[0]
+
+
+def claim_or_next(worker_id: str, lease_seconds: float, limit: int = 1,
+                  kinds: KindFilter | None = None) -> tuple[list[ClaimedJob], datetime | None]:
+    """Lease up to ``limit`` ready jobs (of ``kinds``, default any) to ``worker_id`` and commit the
+    lease; with fewer than ``limit`` found, also when to look again (``_next_run``), read in the
+    same short transaction (a worker about to sleep needs it: one transaction instead of two,
+    after every job at low load), else None.
 
     Oldest due first, at most one job per instance (a leased job holds back its instance's others).
     A short transaction of its own (``writes.short_transaction``): on PostgreSQL one statement in
@@ -166,12 +188,17 @@ def claim(worker_id: str, lease_seconds: float, limit: int = 1, kinds: KindFilte
         if postgres:
             [statement] = _claim_statements(True, limit, kinds)
             rows = executor.rows(statement, params)
-            return [ClaimedJob(*row[:width], instance_row=InstanceRow(*row[width:]) if row[width] is not None else None)
-                    for row in rows]
-        lease, read = _claim_statements(False, limit, kinds)
-        rows = sorted(executor.rows(lease, params), key=lambda row: (row[width], row[0]))  # (run_at, id)
-        instances = {row[0]: InstanceRow(*row) for row in executor.rows(read, params)} if rows else {}
-    return [ClaimedJob(*row[:width], instance_row=instances.get(row[2])) for row in rows]
+            claimed = [ClaimedJob(*row[:width], instance_row=InstanceRow(*row[width:])
+                                  if row[width] is not None else None) for row in rows]
+        else:
+            lease, read = _claim_statements(False, limit, kinds)
+            rows = sorted(executor.rows(lease, params), key=lambda row: (row[width], row[0]))  # (run_at, id)
+            instances = {row[0]: InstanceRow(*row) for row in executor.rows(read, params)} if rows else {}
+            claimed = [ClaimedJob(*row[:width], instance_row=instances.get(row[2])) for row in rows]
+        # Reads after the claim's one write (in autocommit on PostgreSQL: each its own snapshot, as
+        # a transaction of their own was).
+        next_at = None if len(claimed) >= limit else _next_run(executor, kinds, now)
+    return claimed, next_at
 
 
 def finish(job: ClaimedJob, worker_id: str) -> bool:
@@ -187,11 +214,13 @@ _EXTEND_LEASE = (update(Job).where(Job.id == bindparam("job_id"), Job.locked_by 
                  .values(locked_until=bindparam("until")))
 
 
-def extend_lease(job: ClaimedJob, worker_id: str, seconds: float) -> None:
-    """Keep a job leased for ``seconds`` more (before a long outbound call); commits."""
+def extend_lease(job: ClaimedJob, worker_id: str, seconds: float, *, commit: bool = True) -> None:
+    """Keep a job leased for ``seconds`` more (before a long outbound call); commits, unless not
+    ``commit`` (the caller's transaction does)."""
     db.session.connection().execute(_EXTEND_LEASE, {"job_id": job.id, "worker_id": worker_id,
                                                     "until": utcnow() + timedelta(seconds=seconds)})
-    db.session.commit()
+    if commit:
+        db.session.commit()
 
 
 def release(job: ClaimedJob, worker_id: str, *, delay_seconds: float = 0.0, error: str | None = None,
@@ -248,31 +277,25 @@ def requeue_held(instance_id: int) -> int:
     return len(held)
 
 
-def next_run_at(kinds: KindFilter | None = None) -> datetime | None:
-    """When a worker (running ``kinds``, default any) that found nothing to claim should look again.
-
-    The earliest due time of a job that nothing holds back, or the earliest end of a lease (a dead
-    worker's job becomes claimable then). A job held back by a live lease of its instance is not
-    counted: ``finish`` wakes the workers when that lease's job is done.
-    """
-    next_due, next_lease_end = _next_run_statements(kinds)
-    connection = db.session.connection()
-    params = {"now": utcnow()}
-    due = connection.execute(next_due, params).scalar_one_or_none()
-    lease_end = connection.execute(next_lease_end, params).scalar_one_or_none()
-    db.session.rollback()
-    return min((t for t in (due, lease_end) if t is not None), default=None)
+def _next_run(executor: writes.Executor, kinds: KindFilter | None, now: datetime) -> datetime | None:
+    """When a worker (running ``kinds``, default any) that found nothing more to claim should look
+    again: the earliest due time of a job that nothing holds back, or the earliest end of a lease
+    (a dead worker's job becomes claimable then). A job held back by a live lease of its instance
+    is not counted: ``finish`` wakes the workers when that lease's job is done."""
+    found = [executor.rows(statement, {"now": now})[0][0] for statement in _next_run_statements(kinds)]
+    return min((t for t in found if t is not None), default=None)
 
 
 @functools.lru_cache(maxsize=16)
 def _next_run_statements(kinds: KindFilter | None):
-    """next_run_at's two statements for a pool's kinds, built once: every worker that finds nothing
+    """``_next_run``'s two statements for a pool's kinds, built once: every worker that finds nothing
     to claim runs them, and building them cost more than running them."""
     now = bindparam("now")
-    other = aliased(Job)
-    held = exists().where(other.instance_id == Job.instance_id, other.id != Job.id, other.locked_until >= now)
-    of_kinds = [kinds.condition(Job.kind)] if kinds is not None else []
-    next_due = select(func.min(Job.run_at)).where(or_(Job.locked_until.is_(None), Job.locked_until < now), ~held,
-                                                  *of_kinds)
-    next_lease_end = select(func.min(Job.locked_until)).where(Job.locked_until >= now, *of_kinds)
-    return next_due, next_lease_end
+    other = _jobs.alias("other")
+    held = exists().where(other.c.instance_id == _jobs.c.instance_id, other.c.id != _jobs.c.id,
+                          other.c.locked_until >= now)
+    of_kinds = [kinds.condition(_jobs.c.kind)] if kinds is not None else []
+    next_due = select(func.min(_jobs.c.run_at)).where(
+        or_(_jobs.c.locked_until.is_(None), _jobs.c.locked_until < now), ~held, *of_kinds)
+    next_lease_end = select(func.min(_jobs.c.locked_until)).where(_jobs.c.locked_until >= now, *of_kinds)
+    return Statement(next_due), Statement(next_lease_end)

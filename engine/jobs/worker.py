@@ -185,14 +185,15 @@ class WorkerPool:
                     continue
                 seen = self._signal
                 try:
-                    claimed = jobs.claim(worker_id, self.lease_seconds, limit=self.claim_batch, kinds=self.kinds)
+                    claimed, next_at = jobs.claim_or_next(worker_id, self.lease_seconds, limit=self.claim_batch,
+                                                          kinds=self.kinds)
                 except Exception:  # database unreachable or locked for long: wait, then go on
                     log.exception("claiming jobs failed")
                     db.session.rollback()
                     self._sleep(seen, self.poll_seconds)
                     continue
                 if not claimed:
-                    self._sleep(seen, self._idle_seconds())
+                    self._sleep(seen, self._idle_seconds(next_at))
                     continue
                 # A batch's later jobs wait for the earlier ones: past half the lease (or when
                 # stopping), give them back rather than run them on a lease that may run out.
@@ -239,12 +240,9 @@ class WorkerPool:
                 db.session.rollback()
                 log.exception("could not give back job %s; its lease will run out", job.id)
 
-    def _idle_seconds(self) -> float:
-        try:
-            due: datetime | None = jobs.next_run_at(self.kinds)
-        except Exception:
-            db.session.rollback()
-            return self.poll_seconds
+    def _idle_seconds(self, due: datetime | None) -> float:
+        """How long to sleep when nothing is ready: until ``due`` (a job's or a lease's end), at
+        most the poll interval."""
         if due is None:
             return self.poll_seconds
         return max(0.0, min(self.poll_seconds, (due - utcnow()).total_seconds()))
