@@ -1,6 +1,7 @@
 """Real parts for integration tests: a Baton server in a subprocess, real databases, an RPC client."""
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -9,7 +10,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import requests
 
@@ -237,3 +238,23 @@ class BatonWorker(_BatonProcess):
         with open(self.log_path, errors="replace") as log:
             log.seek(log_offset)
             return self.READY_LINE in log.read()
+
+
+@contextlib.contextmanager
+def server_with_model(database_url: str, workdir: Path, **env: str) -> Iterator[tuple[BatonServer, Any, Any]]:
+    """A server (not started) configured for a local OpenAI-compatible model (``FakeOpenAI``) and a
+    local webhook receiver (``Receiver``), both started; all stopped afterwards, and a PostgreSQL
+    database dropped."""
+    from tests.fake_openai import FakeOpenAI
+    from tests.receiver import Receiver
+
+    fake, receiver = FakeOpenAI().start(), Receiver().start()
+    server = BatonServer(database_url, workdir, BATON_AI_BASE_URL=fake.base_url, BATON_AI_MODEL="fake-model", **env)
+    try:
+        yield server, fake, receiver
+    finally:
+        server.stop()
+        receiver.stop()
+        fake.stop()
+        if database_url.startswith("postgresql"):
+            drop_postgres_database(database_url)

@@ -22,10 +22,8 @@ import uuid
 import pytest
 
 from tests.conftest import make_database_url
-from tests.fake_openai import FakeOpenAI
-from tests.harness import BatonServer, bpmn, drop_postgres_database
+from tests.harness import bpmn, server_with_model
 from tests.integration.test_webchat import create_channel, post_message
-from tests.receiver import Receiver
 
 pytestmark = pytest.mark.slow  # each test kills and restarts its own server
 
@@ -36,19 +34,10 @@ SETTLE_TIMEOUT_S = 90.0  # a turn on the wire at the kill is leased for the mode
 
 @pytest.fixture
 def crash_setup(backend, tmp_path_factory):
-    url = make_database_url(backend, tmp_path_factory)
-    fake, receiver = FakeOpenAI(), Receiver()
-    fake.start()
-    receiver.start()
-    server = BatonServer(url, tmp_path_factory.mktemp("ai-crash"), BATON_AI_BASE_URL=fake.base_url,
-                         BATON_AI_MODEL="fake-model", BATON_AI_TIMEOUT_S="2", BATON_AI_RETRIES="0",
-                         BATON_DELIVERY_RETRY_SCALE="0.01")
-    yield server, fake, receiver
-    server.stop()
-    receiver.stop()
-    fake.stop()
-    if backend == "postgresql":
-        drop_postgres_database(url)
+    with server_with_model(make_database_url(backend, tmp_path_factory), tmp_path_factory.mktemp("ai-crash"),
+                           BATON_AI_TIMEOUT_S="2", BATON_AI_RETRIES="0",
+                           BATON_DELIVERY_RETRY_SCALE="0.01") as (server, fake, receiver):
+        yield server, fake, receiver
 
 
 def test_kill_9_during_model_calls_loses_no_message_and_doubles_no_answer(crash_setup):

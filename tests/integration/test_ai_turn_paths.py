@@ -17,10 +17,8 @@ from sqlalchemy import create_engine, func, select
 from engine.store.models import AiDialog, Job, Message
 
 from tests.conftest import make_database_url
-from tests.fake_openai import FakeOpenAI
-from tests.harness import BatonServer, bpmn, drop_postgres_database
+from tests.harness import bpmn, server_with_model
 from tests.integration.test_webchat import accepted, create_channel, eventually
-from tests.receiver import Receiver
 
 pytestmark = pytest.mark.slow  # a server with worker processes of its own
 
@@ -29,18 +27,11 @@ AI_TIMEOUT_S = 3
 
 @pytest.fixture
 def default_server(backend, tmp_path_factory):
-    url = make_database_url(backend, tmp_path_factory)
-    fake, receiver = FakeOpenAI().start(), Receiver().start()
-    server = BatonServer(url, tmp_path_factory.mktemp("ai-paths"), BATON_WORKER_PROCESSES="",
-                         BATON_AI_BASE_URL=fake.base_url, BATON_AI_MODEL="fake-model",
-                         BATON_AI_TIMEOUT_S=str(AI_TIMEOUT_S), BATON_AI_RETRIES="0")
-    server.start()
-    yield server, fake, receiver
-    server.stop()
-    receiver.stop()
-    fake.stop()
-    if backend == "postgresql":
-        drop_postgres_database(url)
+    with server_with_model(make_database_url(backend, tmp_path_factory), tmp_path_factory.mktemp("ai-paths"),
+                           BATON_WORKER_PROCESSES="", BATON_AI_TIMEOUT_S=str(AI_TIMEOUT_S),
+                           BATON_AI_RETRIES="0") as (server, fake, receiver):
+        server.start()
+        yield server, fake, receiver
 
 
 def _busy_turn(database_url: str) -> dict:
