@@ -168,9 +168,9 @@ def claim(worker_id: str, lease_seconds: float, limit: int = 1, kinds: KindFilte
 def claim_or_next(worker_id: str, lease_seconds: float, limit: int = 1,
                   kinds: KindFilter | None = None) -> tuple[list[ClaimedJob], datetime | None]:
     """Lease up to ``limit`` ready jobs (of ``kinds``, default any) to ``worker_id`` and commit the
-    lease; with fewer than ``limit`` found, also when to look again (``_next_run``), read in the
-    same short transaction (a worker about to sleep needs it: one transaction instead of two,
-    after every job at low load), else None.
+    lease; with none found, also when to look again (``_next_run``), read in the same short
+    transaction (a worker about to sleep needs it: one transaction instead of two, after every
+    job at low load), else None.
 
     Oldest due first, at most one job per instance (a leased job holds back its instance's others).
     A short transaction of its own (``writes.short_transaction``): on PostgreSQL one statement in
@@ -197,7 +197,7 @@ def claim_or_next(worker_id: str, lease_seconds: float, limit: int = 1,
             claimed = [ClaimedJob(*row[:width], instance_row=instances.get(row[2])) for row in rows]
         # Reads after the claim's one write (in autocommit on PostgreSQL: each its own snapshot, as
         # a transaction of their own was).
-        next_at = None if len(claimed) >= limit else _next_run(executor, kinds, now)
+        next_at = None if claimed else _next_run(executor, kinds, now)
     return claimed, next_at
 
 
