@@ -180,7 +180,7 @@ class Baton:
     def _handlers(self, threads: int) -> dict:
         """The handler of every job kind, built around this process's sandbox, HTTP client and model."""
         from ai import build_provider
-        from engine.chat.ai_dialogs import AiTurnRunner
+        from engine.chat.ai_turns import AiTurnRunner
         from engine.chat.messenger_calls import MessengerCalls
         from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, RETENTION, THROWN, TIMER_START
         from engine.outbound.delivery_runner import DeliveryRunner

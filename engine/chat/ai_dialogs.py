@@ -1,42 +1,31 @@
 """The ``ai_chat`` step: one waiting step that holds a whole dialog with the customer.
 
 The runner opens an ``ai_dialogs`` row when the step becomes ready (``sync``); each customer
-message is answered by an ``ai_turn`` job (``AiTurnRunner``) that changes only the dialog and the
-transcript; an ``ai_result`` job completes the step when it ends. Why, and how a turn neither
-loses nor doubles a message: docs/internals.md, "AI dialogs".
+message is answered by an ``ai_turn`` job (``engine.chat.ai_turns``) that changes only the dialog
+and the transcript; an ``ai_result`` job completes the step when it ends. This module owns the
+dialog row (``LockedDialog``) and the step's side. Why, and how a turn neither loses nor doubles a
+message: docs/internals.md, "AI dialogs".
 """
 from __future__ import annotations
 
 import functools
 import hashlib
-import logging
-import re
-import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import bindparam, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from ai import AiRequest, ProviderError, Turn
 from bpmn.operators import AI_CHAT, operator_of
 from engine import jobs
-from engine.chat import outbox
-from engine.jobs.kinds import AI_RESULT, AI_TURN, CHAT_MESSAGE
+from engine.jobs.kinds import AI_TURN
 from engine.errors import OperatorError, ScriptError
 from engine.store.db import db, utcnow
-from engine.store.models import AiDialog, AiKnowledge, Instance, Message
-from engine.telemetry import metrics
-
-log = logging.getLogger("baton.ai_chat")
+from engine.store.models import AiDialog, AiKnowledge, Message
 
 DEFAULT_MAX_TURNS = 20
-HISTORY_LIMIT = 50  # messages sent to the model: the newest ones
-# A turn holds its dialog (and its job) for the model's longest possible answer plus this; after a
-# kill -9 mid-call the turn is taken up again once it runs out.
-LEASE_MARGIN_S = 10.0
 ACTIVE, DONE, ENDED = "active", "done", "ended"  # done: the step finished; ended: the step went away
 OUTCOMES = ("handoff", "keyword", "max_turns", "error")
 
@@ -96,7 +85,7 @@ def sync(tenant_id: int, instance_id: int, conversation_id: int | None, ready: d
     conversation's, in every transaction that takes both). Core statements built once: this runs
     in the save of every advance that opens an AI step (the ORM's flush cost ~0.8 ms there)."""
     connection = db.session.connection()
-    known = {row.spiff_task_id: _LockedDialog(row)
+    known = {row.spiff_task_id: LockedDialog(row._mapping)
              for row in connection.execute(_OF_INSTANCE, {"instance_id": instance_id})}
     now = utcnow()
     for spiff_task_id, dialog in known.items():
@@ -113,13 +102,13 @@ def sync(tenant_id: int, instance_id: int, conversation_id: int | None, ready: d
                       "max_turns": settings.max_turns, "handoff_keywords": list(settings.keywords), "turns": 0,
                       "answered_through": _opening_mark(conversation_id, process_spoke), "created_at": now}
             dialog_id = connection.execute(_INSERT_DIALOG, values).scalar_one()
-            dialog = _LockedDialog.of(id=dialog_id, busy_job_id=None, busy_until=None, **values)
+            dialog = LockedDialog({**values, "id": dialog_id, "busy_job_id": None, "busy_until": None})
         elif dialog.status == ENDED:  # ready again: process.retry after a failure elsewhere
             dialog.status, dialog.ended_at = ACTIVE, None
             dialog.save()
-        if dialog.status == ACTIVE and not _busy(dialog, now) and _pending(dialog):
+        if dialog.status == ACTIVE and not busy(dialog, now) and pending(dialog):
             # Handed to a call thread of this process, the turn takes its messages here, in
-            # this transaction (``AiTurnRunner.prepare``): it starts with the model call.
+            # this transaction (``ai_turns.AiTurnRunner.prepare``): it starts with the model call.
             jobs.enqueue(tenant_id, AI_TURN, payload={"dialog_id": dialog.id}, prepare=True)
 
 
@@ -140,7 +129,7 @@ def _knowledge_id(tenant_id: int, text: str) -> int | None:
     return found
 
 
-def _knowledge_text(knowledge_id: int) -> str:
+def knowledge_text(knowledge_id: int) -> str:
     """A knowledge row never changes: read each once per process (and database)."""
     return _read_knowledge(db.engine.url.render_as_string(), knowledge_id)
 
@@ -168,7 +157,8 @@ def _opening_mark(conversation_id: int, process_spoke: bool) -> int:
                                            {"conversation_id": conversation_id}).scalar_one_or_none() or 0
 
 
-def _busy(dialog, now) -> bool:
+def busy(dialog, now) -> bool:
+    """A turn job holds the dialog (until ``busy_until``)."""
     return dialog.busy_job_id is not None and dialog.busy_until is not None and dialog.busy_until > now
 
 
@@ -177,43 +167,40 @@ _PENDING = (select(Message.id, Message.text)
                    Message.id > bindparam("answered_through")).order_by(Message.id))
 
 
-def _pending(dialog) -> list:
+def pending(dialog) -> list:
     """The customer's messages (``id``, ``text``) this dialog has not answered yet, oldest first."""
     return db.session.connection().execute(_PENDING, {"conversation_id": dialog.conversation_id,
                                                       "answered_through": dialog.answered_through}).all()
 
 
-# A turn's two transactions are on the path of every AI answer: the dialog is read and written with
-# Core statements built once (the ORM's entity loading and flushes cost ~1 ms of CPU per turn).
+# The save that opens a step and a turn's two transactions are on the path of every AI answer: the
+# dialog is read and written with Core statements built once (the ORM's entity loading and flushes
+# cost ~1 ms of CPU per turn).
 _dialogs = AiDialog.__table__
-_TURN_COLUMNS = ("id", "tenant_id", "instance_id", "conversation_id", "spiff_task_id", "status", "system_prompt",
-                 "knowledge_id", "model", "max_turns", "handoff_keywords", "turns", "answered_through",
-                 "last_answer", "busy_job_id", "busy_until")
-_LOCKED = (select(*(_dialogs.c[name] for name in _TURN_COLUMNS))
-           .where(_dialogs.c.id == bindparam("dialog_id"), _dialogs.c.tenant_id == bindparam("tenant_id"))
-           .with_for_update())
-_OF_INSTANCE = (select(*(_dialogs.c[name] for name in _TURN_COLUMNS))
-                .where(_dialogs.c.instance_id == bindparam("instance_id")).order_by(_dialogs.c.id).with_for_update())
+_SELECT_LOCKED = select(*(_dialogs.c[name] for name in (
+    "id", "tenant_id", "instance_id", "conversation_id", "spiff_task_id", "status", "system_prompt",
+    "knowledge_id", "model", "max_turns", "handoff_keywords", "turns", "answered_through", "last_answer",
+    "busy_job_id", "busy_until"))).with_for_update()
+_LOCKED = _SELECT_LOCKED.where(_dialogs.c.id == bindparam("dialog_id"),
+                               _dialogs.c.tenant_id == bindparam("tenant_id"))
+_OF_INSTANCE = _SELECT_LOCKED.where(_dialogs.c.instance_id == bindparam("instance_id")).order_by(_dialogs.c.id)
 _INSERT_DIALOG = insert(_dialogs).returning(_dialogs.c.id)
 
 
-class _LockedDialog:
-    """A dialog's row read under its lock (``_LOCKED``); the attributes a turn sets are written
-    back by ``save`` (called before every commit of the turn's transactions)."""
+def locked_dialog(dialog_id: int, tenant_id: int) -> "LockedDialog | None":
+    """The dialog's row, locked for the caller's transaction; None when it is gone."""
+    row = db.session.connection().execute(_LOCKED, {"dialog_id": dialog_id, "tenant_id": tenant_id}).first()
+    return LockedDialog(row._mapping) if row is not None else None
 
-    def __init__(self, row):
+
+class LockedDialog:
+    """A dialog's columns as read under its lock (or just inserted by this transaction); the
+    attributes set on it are written back by ``save`` (called before every commit)."""
+
+    def __init__(self, columns: Mapping[str, Any]):
         object.__setattr__(self, "_changed", {})
-        for name, value in row._mapping.items():
-            object.__setattr__(self, name, value)
-
-    @classmethod
-    def of(cls, **columns) -> "_LockedDialog":
-        """A dialog this transaction has just inserted with these columns (so holds)."""
-        dialog = cls.__new__(cls)
-        object.__setattr__(dialog, "_changed", {})
         for name, value in columns.items():
-            object.__setattr__(dialog, name, value)
-        return dialog
+            object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value) -> None:
         if name not in _dialogs.c:
@@ -225,178 +212,6 @@ class _LockedDialog:
         if self._changed:
             db.session.connection().execute(update(_dialogs).where(_dialogs.c.id == self.id).values(**self._changed))
             self._changed.clear()
-
-
-# -- the turn job ------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class _Claim:
-    """What a turn took from the dialog in its first transaction."""
-
-    request: AiRequest
-    through: int            # the newest customer message answered by this turn
-    last_customer_text: str
-
-
-class AiTurnRunner:
-    """Job handler for ``ai_turn`` jobs: one model call for the customer messages not yet answered."""
-
-    def __init__(self, provider):
-        self.provider = provider
-
-    def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        claim = job.prepared if isinstance(job.prepared, _Claim) else self._claim(job, worker_id)
-        if claim is None:
-            return
-        started = time.perf_counter()
-        try:
-            reply, failure = self.provider.answer(claim.request), None
-        except ProviderError as exc:
-            reply, failure = None, exc.message
-            log.warning("ai_chat dialog %s: the model failed: %s", job.payload["dialog_id"], exc.message)
-        outcome = "failed" if failure is not None else "handoff" if reply.handoff else "answered"
-        metrics.AI_TURN_SECONDS.labels(outcome).observe(time.perf_counter() - started)
-        self._record(job, worker_id, claim, reply, failure)
-
-    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        """The turn kept failing for a reason of ours: the step hands over with ``error``."""
-        dialog = self._locked(job)
-        if dialog is not None and dialog.status == ACTIVE:
-            _end(dialog, "error", error="An internal error stopped the AI step.")
-        self._done(job, worker_id, dialog)
-        db.session.commit()
-
-    def _locked(self, job: jobs.ClaimedJob) -> _LockedDialog | None:
-        row = db.session.connection().execute(_LOCKED, {"dialog_id": job.payload["dialog_id"],
-                                                        "tenant_id": job.tenant_id}).first()
-        return _LockedDialog(row) if row is not None else None
-
-    def prepare(self, job: jobs.ClaimedJob, worker_id: str) -> _Claim | None:
-        """The first transaction's work, in the transaction that queues a turn handed over to this
-        process (``jobs.enqueue(prepare=True)``, from ``sync``)."""
-        return self._take(job, worker_id)
-
-    def _claim(self, job: jobs.ClaimedJob, worker_id: str) -> _Claim | None:
-        """First transaction: ``_take``, committed."""
-        claim = self._take(job, worker_id)
-        db.session.commit()
-        return claim
-
-    def _take(self, job: jobs.ClaimedJob, worker_id: str) -> _Claim | None:
-        """Take the unanswered messages and mark the dialog busy with this job, in the caller's
-        transaction; None (job finished) when there is nothing for this job to do."""
-        dialog, now = self._locked(job), utcnow()
-        if dialog is None or dialog.status != ACTIVE:
-            _hand_to_instance(job, dialog)
-            return self._done(job, worker_id)
-        if _busy(dialog, now) and dialog.busy_job_id != job.id:
-            return self._done(job, worker_id)  # the running turn looks again when it ends
-        pending = _pending(dialog)
-        if not pending:
-            dialog.busy_job_id = dialog.busy_until = None
-            return self._done(job, worker_id, dialog)
-        keyword = _keyword_in(dialog.handoff_keywords, pending)
-        if keyword is not None:
-            dialog.answered_through = pending[-1].id
-            _end(dialog, "keyword", last_customer_text=pending[-1].text,
-                 reason=f"The customer wrote '{keyword}'.")
-            return self._done(job, worker_id, dialog)
-        lease = self.provider.max_seconds + LEASE_MARGIN_S
-        dialog.busy_job_id, dialog.busy_until = job.id, now + timedelta(seconds=lease)
-        knowledge = _knowledge_text(dialog.knowledge_id) if dialog.knowledge_id is not None else ""
-        request = AiRequest(system_prompt=dialog.system_prompt, knowledge=knowledge,
-                            history=tuple(_history(dialog.conversation_id, pending[-1].id)), model=dialog.model)
-        claim = _Claim(request, pending[-1].id, pending[-1].text)
-        dialog.save()
-        jobs.extend_lease(job, worker_id, lease, commit=False)  # the busy mark's lease is the job's
-        return claim
-
-    def _record(self, job: jobs.ClaimedJob, worker_id: str, claim: _Claim, reply, failure: str | None) -> None:
-        """Second transaction: store the answer, end the step or queue the next turn."""
-        dialog = self._locked(job)
-        if not jobs.finish(job, worker_id):
-            db.session.rollback()  # the lease ran out and another run of this job took over: it answers
-            return
-        if dialog is None or dialog.status != ACTIVE or dialog.busy_job_id != job.id:
-            db.session.commit()  # the step went away meanwhile (cancelled, a boundary event): not sent
-            return
-        dialog.busy_job_id = dialog.busy_until = None
-        dialog.answered_through = claim.through
-        if failure is not None:
-            _end(dialog, "error", last_customer_text=claim.last_customer_text, error=failure)
-        else:
-            if reply.text.strip():
-                conversation = outbox.active_conversation(dialog.instance_id)
-                if conversation is not None:
-                    outbox.record_outgoing(conversation, reply.text, "ai", reply_to=claim.through)
-                dialog.turns += 1
-                dialog.last_answer = reply.text
-            if reply.handoff:
-                _end(dialog, "handoff", last_customer_text=claim.last_customer_text, reason=reply.reason)
-            elif dialog.turns >= dialog.max_turns:
-                _end(dialog, "max_turns", last_customer_text=claim.last_customer_text)
-            elif _pending(dialog):
-                jobs.enqueue(job.tenant_id, AI_TURN, payload={"dialog_id": dialog.id})
-        dialog.save()
-        db.session.commit()
-
-    def _done(self, job: jobs.ClaimedJob, worker_id: str, dialog: _LockedDialog | None = None) -> None:
-        """The job is finished (in the caller's transaction) and ``dialog``'s changes written."""
-        if dialog is not None:
-            dialog.save()
-        jobs.finish(job, worker_id)
-        return None
-
-
-def _end(dialog, outcome: str, *, last_customer_text: str | None = None, reason: str | None = None,
-         error: str | None = None) -> None:
-    """The step is over: its ``ai_result`` job completes the task in the instance."""
-    dialog.status, dialog.ended_at = DONE, utcnow()
-    dialog.busy_job_id = dialog.busy_until = None
-    variables: dict[str, Any] = {"ai_outcome": outcome, "ai_last_answer": dialog.last_answer,
-                                 "ai_handoff_reason": reason}
-    if error is not None:
-        variables["ai_error"] = error
-    if last_customer_text is not None:
-        variables["message_text"] = last_customer_text
-    jobs.enqueue(dialog.tenant_id, AI_RESULT, instance_id=dialog.instance_id,
-                 payload={"spiff_task_id": dialog.spiff_task_id, "variables": variables})
-
-
-def _hand_to_instance(job: jobs.ClaimedJob, dialog: _LockedDialog | None) -> None:
-    """A message routed to a dialog that ended before its turn ran, and that the dialog did not
-    see, goes to the instance instead."""
-    variables, message_id = job.payload.get("variables"), job.payload.get("message_id")
-    if variables is None or dialog is None or message_id is None or message_id <= dialog.answered_through:
-        return
-    running = db.session.execute(select(Instance.id).where(
-        Instance.id == dialog.instance_id, Instance.status == "running")).scalar_one_or_none()
-    if running is not None:
-        jobs.enqueue(job.tenant_id, CHAT_MESSAGE, instance_id=dialog.instance_id,
-                     payload={"variables": variables})
-
-
-def _keyword_in(keywords: list[str], messages: list) -> str | None:
-    for keyword in keywords:
-        pattern = re.compile(rf"(?<!\w){re.escape(keyword)}(?!\w)", re.IGNORECASE)
-        if any(pattern.search(message.text) for message in messages):
-            return keyword
-    return None
-
-
-_HISTORY = (select(Message.id, Message.direction, Message.text, Message.reply_to_id)
-            .where(Message.conversation_id == bindparam("conversation_id"))
-            .order_by(Message.id.desc()).limit(HISTORY_LIMIT * 2))
-
-
-def _history(conversation_id: int, through: int) -> list[Turn]:
-    """The newest messages of the conversation as the model reads them: the customer's up to
-    ``through``, everything said to the customer, each AI answer right after the customer message
-    it answered (an answer is stored after messages that arrived while it was being written)."""
-    rows = db.session.connection().execute(_HISTORY, {"conversation_id": conversation_id}).all()
-    rows = [row for row in rows if row.direction == "out" or row.id <= through]
-    rows.sort(key=lambda row: (row.reply_to_id or row.id, row.reply_to_id is not None, row.id))
-    return [Turn("user" if row.direction == "in" else "assistant", row.text) for row in rows[-HISTORY_LIMIT:]]
 
 
 def route_message(tenant_id: int, conversation_id: int, message_id: int, variables: dict[str, Any]) -> bool:

@@ -62,14 +62,17 @@ class BatonSession(FlaskSession):
             self.wakers(ready)
 
     def rollback(self) -> None:
-        self.info.pop(READY, None)
-        self.info.pop(HANDED, None)
+        self._forget_jobs()
         super().rollback()
 
     def close(self) -> None:
+        self._forget_jobs()
+        super().close()
+
+    def _forget_jobs(self) -> None:
+        """The transaction's jobs will never commit: nobody is woken, nothing is handed over."""
         self.info.pop(READY, None)
         self.info.pop(HANDED, None)
-        super().close()
 
 
 db = SQLAlchemy(model_class=Base, session_options={"class_": BatonSession})
