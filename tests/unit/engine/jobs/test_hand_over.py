@@ -27,16 +27,14 @@ class Gate:
 
     def __init__(self, hold: bool = True):
         self.handled: list[tuple[int, str, int]] = []
-        self.rows: dict[int, Job] = {}
+        self.rows: dict[int, dict] = {}
         self.started = threading.Event()
         self.release = threading.Event()
         if not hold:
             self.release.set()
 
     def handle(self, job, worker_id):
-        row = db.session.get(Job, job.id)
-        self.rows[job.id] = {name: getattr(row, name) for name in (*ROW, "locked_by", "locked_until", "run_at")}
-        db.session.rollback()
+        self.rows[job.id] = _row(job.id)
         self.handled.append((job.id, worker_id, job.attempts))
         self.started.set()
         self.release.wait(10)
