@@ -37,6 +37,7 @@ class Settings:
     workers: int | None = None                                      # BATON_WORKERS (unset: see worker_threads)
     worker_processes: int | None = None                             # BATON_WORKER_PROCESSES (unset: by cores)
     call_threads: int = 8                                           # BATON_CALL_THREADS (outbound calls)
+    db_pool_size: int = 20                                          # BATON_DB_POOL_SIZE (connections a process keeps)
     allow_private_urls: bool = False                                # BATON_ALLOW_PRIVATE_URLS
     max_body_bytes: int = 1_048_576                                 # BATON_MAX_BODY_BYTES
     script_timeout_s: float = 5.0                                   # BATON_SCRIPT_TIMEOUT_S
@@ -270,6 +271,8 @@ def create_app(config: dict | None = None) -> Flask:
     if settings.retention_days < 0 or settings.retention_every_s <= 0 or settings.retention_batch < 1:
         raise ValueError("BATON_RETENTION_DAYS must be 0 (keep everything) or more, BATON_RETENTION_EVERY_S "
                          "more than 0 and BATON_RETENTION_BATCH at least 1.")
+    if settings.db_pool_size < 1:
+        raise ValueError("BATON_DB_POOL_SIZE must be at least 1.")
     logs.configure(settings.log_level, settings.log_format)
     quiet_spiff_loggers()  # every process runs workflows: the server's RPC calls too, not only workers
     app = Flask(__name__, instance_path=str(ROOT / "instance"))
@@ -280,7 +283,12 @@ def create_app(config: dict | None = None) -> Flask:
         # no server to drop them. JSON columns never write NaN or Infinity, and rows written
         # before the door refused such values (or nesting past its limit) still read, as markers
         # (engine.json_values).
-        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": False,
+        # The pool keeps as many connections as the process's threads use at once (8 HTTP threads,
+        # engine and call threads): SQLAlchemy's default of 5 closed each connection past the fifth
+        # after its request, and on PostgreSQL every new connection is a backend process started,
+        # its catalog caches filled and its statements planned again (~17 ms of the database's
+        # CPU each; docs/operations.md#database-connections).
+        SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": False, "pool_size": settings.db_pool_size,
                                    "json_serializer": json_values.write_stored,
                                    "json_deserializer": json_values.read_stored},
         MAX_CONTENT_LENGTH=settings.max_body_bytes,

@@ -1,4 +1,4 @@
-"""Settings read from the environment: the engine threads a process runs by default."""
+"""Settings read from the environment: the engine threads a process runs by default, the database pool."""
 from __future__ import annotations
 
 import pytest
@@ -21,3 +21,16 @@ def test_engine_threads_by_topology(environment, threads_here, threads_per_child
     # carry BATON_WORKERS when it was unset.
     assert child_command(settings.child_threads)[-3:-1] == ["--threads", str(threads_per_child)]
     assert ("BATON_WORKERS" in settings.as_environment()) == bool(environment.get("BATON_WORKERS"))
+
+
+def test_database_pool_size(tmp_path):
+    from app import create_app
+    from engine.store.db import db
+
+    url = f"sqlite:///{tmp_path / 'baton.db'}"
+    with pytest.raises(ValueError, match="BATON_DB_POOL_SIZE must be at least 1"):
+        create_app({"DATABASE_URL": url, "BATON_DB_POOL_SIZE": "0"})
+    for environment, size in (({}, 20), ({"BATON_DB_POOL_SIZE": "7"}, 7)):
+        app = create_app({"DATABASE_URL": url, **environment})
+        with app.app_context():
+            assert db.engine.pool.size() == size  # connections kept between requests, not closed
