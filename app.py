@@ -137,6 +137,7 @@ class Baton:
         self.ai = None
         self.pool = None
         self.call_pool = None
+        self.listener = None
         self.processes = None
 
     def start_workers(self, threads: int | None = None, *, embedded: bool = False):
@@ -176,6 +177,12 @@ class Baton:
                                         claim_batch=1,  # a batch would wait for each slow call in turn
                                         **common)
             self.call_pool.start()
+        with self.app.app_context():
+            if db.engine.dialect.name == "postgresql":  # NOTIFY from other processes wakes both pools
+                from engine.jobs.listener import NotifyListener
+
+                self.listener = NotifyListener(db.engine.url, self.wakers)
+                self.listener.start()
         return self.pool
 
     def _handlers(self, threads: int) -> dict:
@@ -243,6 +250,9 @@ class Baton:
         pools = [pool for pool in (self.call_pool, self.pool) if pool is not None]
         for pool in pools:
             pool.stop_claiming()
+        if self.listener is not None:
+            self.listener.stop()
+            self.listener = None
         if self.processes is not None:
             self.wakers.remove(self.processes.wake)
             self.processes.stop(grace_s)  # each child stops the same way, with the same grace

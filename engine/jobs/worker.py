@@ -1,7 +1,7 @@
 """The loop that runs jobs: threads inside the server, or a ``flask worker`` process.
 
 Workers sleep until woken: directly after a local commit that enqueued jobs (embedded default, no
-polling delay), by PostgreSQL NOTIFY from other processes, or when the next delayed job is due.
+polling delay), by PostgreSQL NOTIFY from other processes (``engine.jobs.listener``), or when the next delayed job is due.
 A job whose handler raises is tried again with a growing delay; after ``max_attempts`` its
 handler's ``give_up`` ends it (an instance is then failed with a generic message).
 
@@ -26,8 +26,7 @@ from typing import Protocol
 from engine import jobs
 from engine.jobs.retry import MAX_ATTEMPTS, job_backoff
 from engine.jobs.wakers import Wakers
-from engine.store.writes import NOTIFY_CHANNEL
-from engine.store.db import db, is_postgres, utcnow
+from engine.store.db import db, utcnow
 from engine.telemetry import context, metrics
 
 log = logging.getLogger("baton.worker")
@@ -77,9 +76,6 @@ class WorkerPool:
                                       name=f"baton-{self.pool_name}-{index}", daemon=True)
             thread.start()
             self._threads.append(thread)
-        with self.app.app_context():
-            if is_postgres():
-                threading.Thread(target=self._listen, name=f"baton-listen-{self.pool_name}", daemon=True).start()
 
     def stop(self, grace_s: float = 10.0) -> int:
         """Stop claiming, let the jobs in hand finish for ``grace_s``, then release the rest."""
@@ -251,20 +247,3 @@ class WorkerPool:
         with self._cond:
             if self._signal == seen and not self._stopping.is_set():
                 self._cond.wait(seconds)
-
-    def _listen(self) -> None:
-        """Wake this pool on NOTIFY from other processes; reconnect when the connection drops."""
-        import psycopg
-
-        with self.app.app_context():
-            dsn = db.engine.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        while not self._stopping.is_set():
-            try:
-                with psycopg.connect(dsn, autocommit=True) as conn:
-                    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
-                    while not self._stopping.is_set():
-                        for notice in conn.notifies(timeout=1.0, stop_after=1):
-                            self.wake(Counter({notice.payload or None: 1}))
-            except Exception:
-                log.warning("LISTEN connection lost; reconnecting", exc_info=True)
-                time.sleep(1.0)

@@ -1,4 +1,5 @@
-"""The server keeps its PostgreSQL connections under concurrent load.
+"""PostgreSQL connections: the server keeps its pooled ones under concurrent load, and a worker
+process listens for NOTIFY on one connection that wakes both its pools.
 
 Every new PostgreSQL connection is a backend process started, its catalog caches filled and its
 statements planned again: about 17 ms of the database's CPU, measured. SQLAlchemy's default pool
@@ -6,6 +7,10 @@ keeps five and closes each one past the fifth after its request, so with the ser
 threads busy a run of 3,000 webhook starts opened ~130 connections, and this test's 400 starts
 31-34. PostgreSQL counts every session it started (``pg_stat_database.sessions``): once the pool
 holds what the load needs, a second burst of the same load opens none.
+
+PostgreSQL delivers each NOTIFY to every listening session: one per worker process, not one per
+pool. With ``BATON_POLL_S`` at a minute, only the notifications can make an instance whose steps
+run on the engine pool and the call pool (an HTTP task) finish within seconds.
 """
 from __future__ import annotations
 
@@ -18,7 +23,9 @@ import requests
 import sqlalchemy as sa
 
 from tests.conftest import make_database_url
-from tests.harness import BatonServer, bpmn, drop_postgres_database
+from tests.harness import BatonServer, BatonWorker, bpmn, drop_postgres_database
+from tests.integration.test_bpmn_runtime import deploy, start
+from tests.receiver import Answer
 
 CLIENTS = 16  # twice the server's HTTP threads: all of them busy at once
 
@@ -64,4 +71,36 @@ def test_concurrent_requests_open_no_new_connections(pg_url, tmp_path):
         assert opened <= 1, f"{opened} new connections during 400 requests from {CLIENTS} clients"
     finally:
         admin.dispose()
+        server.stop()
+
+
+def listening_sessions(admin, database: str) -> int:
+    with admin.connect() as connection:
+        return connection.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :name "
+                                          "AND query = 'LISTEN baton_jobs'"), {"name": database}).scalar_one()
+
+
+def test_a_worker_process_listens_once_and_notifications_wake_both_pools(pg_url, tmp_path, receiver):
+    server = BatonServer(pg_url, tmp_path, BATON_WORKERS="0").start()
+    worker = BatonWorker(pg_url, tmp_path, threads=1, BATON_POLL_S="60", BATON_CALL_THREADS="2").start()
+    admin = sa.create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", poolclass=sa.pool.NullPool)
+    database = sa.engine.make_url(pg_url).database
+    try:
+        api = server.api(server.create_tenant(f"listen-{uuid.uuid4().hex[:6]}"))
+        deploy(api, "cov_http_task", "listen", texts={"https://crm.example.com": "{{ crm_url }}"})
+        deadline = time.monotonic() + 10
+        while listening_sessions(admin, database) == 0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert listening_sessions(admin, database) == 1  # the web-only server listens on none
+        receiver.default = Answer(201, {"id": 41, "state": "open"})
+        for attempt in range(3):
+            began = time.monotonic()
+            instance_id = start(api, "listen", crm_url=receiver.url, customer_id=attempt, subject="s", crm_token="t")
+            done = api.wait_for(instance_id, timeout=20)
+            assert done["status"] == "completed" and done["variables"]["ticket_id"] == 41, done
+            assert time.monotonic() - began < 5, "woken by the poll, not by NOTIFY"
+        assert len(receiver.requests) == 3
+    finally:
+        admin.dispose()
+        worker.stop()
         server.stop()
