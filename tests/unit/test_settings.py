@@ -34,3 +34,12 @@ def test_database_pool_size(tmp_path):
         app = create_app({"DATABASE_URL": url, **environment})
         with app.app_context():
             assert db.engine.pool.size() == size  # connections kept between requests, not closed
+            # Last in, first out: the connection returned last is the next one handed out.
+            first, second = db.engine.pool.connect(), db.engine.pool.connect()
+            first_dbapi, second_dbapi = first.dbapi_connection, second.dbapi_connection
+            first.close()
+            second.close()
+            again = db.engine.pool.connect()
+            assert again.dbapi_connection is second_dbapi and second_dbapi is not first_dbapi
+            again.close()
+            db.engine.dispose()
