@@ -15,7 +15,7 @@ test, tests/unit/test_layering.py, holds every module to it):
     store/      models, database setup, the one write path, paging,           errors, telemetry
                 instance state and its version
     jobs/       the queue (claim, finish, retry policy), job kinds, wakers,   errors, store, telemetry
-                the worker pool and worker processes
+                the NOTIFY listener, the worker pool and worker processes
     sandbox/    expressions, script hosts and their protocol, the             errors, telemetry
                 SpiffWorkflow script engine
     outbound/   the SSRF guard, HTTP calls, signed durable delivery,          errors, store, jobs, telemetry
