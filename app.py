@@ -22,7 +22,7 @@ from engine import json_values
 from engine.jobs.processes import default_count
 from engine.jobs.wakers import LongPoll, Wakers
 from engine.store.workflows import SpecCache
-from engine.store.db import WAKERS, configure_postgres, configure_sqlite, db
+from engine.store.db import WAKERS, configure_postgres, configure_sqlite, db, is_postgres
 from engine.telemetry import logs, metrics_dir
 
 ROOT = Path(__file__).resolve().parent
@@ -178,7 +178,7 @@ class Baton:
                                         **common)
             self.call_pool.start()
         with self.app.app_context():
-            if db.engine.dialect.name == "postgresql":  # NOTIFY from other processes wakes both pools
+            if is_postgres():  # NOTIFY from other processes wakes both pools
                 from engine.jobs.listener import NotifyListener
 
                 self.listener = NotifyListener(db.engine.url, self.wakers)

@@ -27,11 +27,9 @@ class NotifyListener:
         self.dsn = url.set(drivername="postgresql").render_as_string(hide_password=False)
         self.wake = wake
         self._stopping = threading.Event()
-        self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._listen, name="baton-listen", daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._listen, name="baton-listen", daemon=True).start()
 
     def stop(self) -> None:
         """The thread ends within a second (its wait for a notification times out)."""

@@ -1,7 +1,8 @@
 """The loop that runs jobs: threads inside the server, or a ``flask worker`` process.
 
 Workers sleep until woken: directly after a local commit that enqueued jobs (embedded default, no
-polling delay), by PostgreSQL NOTIFY from other processes (``engine.jobs.listener``), or when the next delayed job is due.
+polling delay), by PostgreSQL NOTIFY from other processes (``engine.jobs.listener``), or when the
+next delayed job is due.
 A job whose handler raises is tried again with a growing delay; after ``max_attempts`` its
 handler's ``give_up`` ends it (an instance is then failed with a generic message).
 

@@ -37,11 +37,24 @@ def pg_url(tmp_path_factory):
     drop_postgres_database(url)
 
 
-def sessions_started(admin, database: str) -> int:
+@pytest.fixture
+def statistics(pg_url):
+    """A query on the server's statistics views about ``pg_url``'s database, from a connection to
+    ``postgres`` (not counted there), each in a transaction of its own: a transaction reads the
+    statistics once."""
+    admin = sa.create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", poolclass=sa.pool.NullPool)
+    database = sa.engine.make_url(pg_url).database
+
+    def scalar(sql: str) -> int:
+        with admin.connect() as connection:
+            return connection.execute(sa.text(sql), {"name": database}).scalar_one()
+    yield scalar
+    admin.dispose()
+
+
+def sessions_started(statistics) -> int:
     time.sleep(1.5)  # a live backend reports its counts at most once a second
-    with admin.connect() as connection:  # a transaction of its own: it reads the statistics once
-        return connection.execute(sa.text("SELECT sessions FROM pg_stat_database WHERE datname = :name"),
-                                  {"name": database}).scalar_one()
+    return statistics("SELECT sessions FROM pg_stat_database WHERE datname = :name")
 
 
 def client(url: str, count: int) -> list[int]:
@@ -56,42 +69,35 @@ def burst(url: str, count: int) -> None:
     assert statuses == [202] * (count // CLIENTS * CLIENTS)
 
 
-def test_concurrent_requests_open_no_new_connections(pg_url, tmp_path):
+def test_concurrent_requests_open_no_new_connections(pg_url, statistics, tmp_path):
     # The web process of the scale-out topology, its pool at the default: eight HTTP threads.
     server = BatonServer(pg_url, tmp_path, BATON_WORKERS="0", BATON_DB_POOL_SIZE="").start()
-    admin = sa.create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", poolclass=sa.pool.NullPool)
-    database = sa.engine.make_url(pg_url).database
     try:
         api = server.api(server.create_tenant(f"pool-{uuid.uuid4().hex[:6]}"))
         [route] = api.deploy(bpmn("webhook_order.bpmn"), code="pool")["webhooks"]
         burst(route["url"], 200)  # the pools grow to what this load needs
-        before = sessions_started(admin, database)
+        before = sessions_started(statistics)
         burst(route["url"], 400)
-        opened = sessions_started(admin, database) - before
+        opened = sessions_started(statistics) - before
         assert opened <= 1, f"{opened} new connections during 400 requests from {CLIENTS} clients"
     finally:
-        admin.dispose()
         server.stop()
 
 
-def listening_sessions(admin, database: str) -> int:
-    with admin.connect() as connection:
-        return connection.execute(sa.text("SELECT count(*) FROM pg_stat_activity WHERE datname = :name "
-                                          "AND query = 'LISTEN baton_jobs'"), {"name": database}).scalar_one()
+def listening_sessions(statistics) -> int:
+    return statistics("SELECT count(*) FROM pg_stat_activity WHERE datname = :name AND query = 'LISTEN baton_jobs'")
 
 
-def test_a_worker_process_listens_once_and_notifications_wake_both_pools(pg_url, tmp_path, receiver):
+def test_a_worker_process_listens_once_and_notifications_wake_both_pools(pg_url, statistics, tmp_path, receiver):
     server = BatonServer(pg_url, tmp_path, BATON_WORKERS="0").start()
     worker = BatonWorker(pg_url, tmp_path, threads=1, BATON_POLL_S="60", BATON_CALL_THREADS="2").start()
-    admin = sa.create_engine(pg_url.rsplit("/", 1)[0] + "/postgres", poolclass=sa.pool.NullPool)
-    database = sa.engine.make_url(pg_url).database
     try:
         api = server.api(server.create_tenant(f"listen-{uuid.uuid4().hex[:6]}"))
         deploy(api, "cov_http_task", "listen", texts={"https://crm.example.com": "{{ crm_url }}"})
         deadline = time.monotonic() + 10
-        while listening_sessions(admin, database) == 0 and time.monotonic() < deadline:
+        while listening_sessions(statistics) == 0 and time.monotonic() < deadline:
             time.sleep(0.1)
-        assert listening_sessions(admin, database) == 1  # the web-only server listens on none
+        assert listening_sessions(statistics) == 1  # the web-only server listens on none
         receiver.default = Answer(201, {"id": 41, "state": "open"})
         for attempt in range(3):
             began = time.monotonic()
@@ -101,6 +107,5 @@ def test_a_worker_process_listens_once_and_notifications_wake_both_pools(pg_url,
             assert time.monotonic() - began < 5, "woken by the poll, not by NOTIFY"
         assert len(receiver.requests) == 3
     finally:
-        admin.dispose()
         worker.stop()
         server.stop()
