@@ -93,10 +93,16 @@ def cancel(tenant_id: int, instance_id: int) -> dict[str, Any]:
     if instance.status in ("completed", "failed"):
         raise ConflictError(f"Instance {instance_id} is {instance.status} and cannot be cancelled.")
     if instance.status == "running":
-        db.session.execute(
-            update(Instance).where(Instance.id == instance.id)
+        # Locks in the order an advance's save takes them (its job, then the instance): the
+        # other order deadlocked on PostgreSQL with a save in flight, and the cancel failed.
+        db.session.execute(select(Job.id).where(Job.instance_id == instance.id).order_by(Job.id).with_for_update())
+        cancelled = db.session.execute(
+            update(Instance).where(Instance.id == instance.id, Instance.status == "running")
             .values(status="cancelled", completed_at=utcnow(), waiting_for=[],
                     revision=Instance.revision + 1))
+        if cancelled.rowcount != 1:  # it ended meanwhile (a save won the race): answer as for an ended one
+            db.session.rollback()
+            return cancel(tenant_id, instance_id)
         db.session.execute(delete(Job).where(Job.instance_id == instance.id))
         tasks.cancel_open(instance.id)
         external_tasks.cancel_open(instance.id)
