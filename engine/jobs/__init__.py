@@ -5,7 +5,7 @@ or supervised processes (``processes``).
 The queue's API is re-exported here: ``from engine import jobs``; ``jobs.enqueue(...)``.
 """
 from engine.jobs.queue import (HELD_UNTIL, ClaimedJob, KindFilter, claim, claim_or_next, enqueue, extend_lease,
-                               finish, hold, release, release_unfinished, requeue_held, wake_at_commit)
+                               finish, hold, lock, release, release_unfinished, requeue_held, wake_at_commit)
 
 __all__ = ["HELD_UNTIL", "ClaimedJob", "KindFilter", "claim", "claim_or_next", "enqueue", "extend_lease", "finish",
-           "hold", "release", "release_unfinished", "requeue_held", "wake_at_commit"]
+           "hold", "lock", "release", "release_unfinished", "requeue_held", "wake_at_commit"]

@@ -260,6 +260,15 @@ def release_unfinished(held: list[tuple[ClaimedJob, str]]) -> int:
 HELD_UNTIL = datetime(9999, 1, 1)  # run_at of a job kept aside, never due by itself
 
 
+def lock(job: ClaimedJob, worker_id: str) -> bool:
+    """Lock a job this worker holds, in the session's transaction, before its instance's row: the
+    order an advance's save and ``process.cancel`` take them (the other order deadlocks with
+    them on PostgreSQL). False if the job is gone (cancelled with its instance) or no longer
+    this worker's. (SQLite: nothing to lock; its writers take turns.)"""
+    held = db.session.execute(select(Job.id).where(Job.id == job.id, Job.locked_by == worker_id).with_for_update())
+    return held.first() is not None
+
+
 def hold(job: ClaimedJob, worker_id: str, error: str) -> None:
     """Keep a job that cannot be done now (its instance failed) instead of deleting it, in the
     caller's transaction: ``requeue_held`` puts it back when the instance is retried."""

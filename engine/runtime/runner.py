@@ -176,6 +176,9 @@ class Runner:
     def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
         """A job kept failing for a reason that is ours, not the process's: fail the instance, and
         keep the job (a task completion, a message ...) for ``process.retry`` to apply again."""
+        if not jobs.lock(job, worker_id):
+            self._lost(job, worker_id)
+            return
         failed = db.session.execute(
             update(Instance).where(Instance.id == job.instance_id, Instance.status == "running")
             .values(status="failed", completed_at=utcnow(), revision=Instance.revision + 1,
@@ -185,11 +188,21 @@ class Runner:
 
     def _fail_unchanged(self, job: jobs.ClaimedJob, worker_id: str, row, message: str) -> None:
         """Fail an instance that cannot even be loaded (its called process is gone); keep its state."""
+        if not jobs.lock(job, worker_id):
+            self._lost(job, worker_id)
+            return
         failed = db.session.execute(
             update(Instance).where(Instance.id == job.instance_id, Instance.revision == row.revision)
             .values(status="failed", completed_at=utcnow(), revision=row.revision + 1,
                     error={"message": message, "element_id": None}))
         self._keep_for_retry(job, worker_id, failed.rowcount == 1)
+
+    @staticmethod
+    def _lost(job: jobs.ClaimedJob, worker_id: str) -> None:
+        """The job went with its cancelled instance, or to another worker after its lease ran out:
+        the instance is not this worker's to fail."""
+        db.session.rollback()
+        log.info("job %s left worker %s before it could fail its instance", job.id, worker_id)
 
     def _keep_for_retry(self, job: jobs.ClaimedJob, worker_id: str, failed_now: bool) -> None:
         if failed_now:

@@ -1,6 +1,7 @@
 """PostgreSQL connections and locks: the server keeps its pooled connections under concurrent
 load, a worker process listens for NOTIFY on one connection that wakes both its pools, and
-``process.cancel`` takes its row locks in the order an advance's save does.
+``process.cancel`` and a worker failing an instance take their row locks in the order an
+advance's save does (the instance's jobs, then the instance).
 
 Every new PostgreSQL connection is a backend process started, its catalog caches filled and its
 statements planned again: about 17 ms of the database's CPU, measured. SQLAlchemy's default pool
@@ -25,10 +26,16 @@ import pytest
 import requests
 import sqlalchemy as sa
 
+from app import create_app
+from engine import instances, jobs
+from engine.runtime.runner import Runner
+from engine.store.db import db
+from engine.store.models import Instance, Job
 from tests.conftest import make_database_url
 from tests.harness import BatonServer, BatonWorker, RpcError, bpmn, drop_postgres_database
 from tests.integration.test_bpmn_runtime import deploy, start
 from tests.receiver import Answer
+from tests.unit.conftest import deploy_for_new_tenant
 
 CLIENTS = 16  # twice the server's HTTP threads: all of them busy at once
 
@@ -145,3 +152,47 @@ def test_cancel_beside_a_save_in_flight_neither_deadlocks_nor_fails(pg_url, tmp_
         assert api.call("process.status", instance_id=instance_id)["status"] == "completed"
     finally:
         server.stop()
+
+
+def test_a_worker_failing_an_instance_beside_a_cancel_neither_deadlocks(pg_url):
+    """A worker that gives up on a job (``Runner.give_up``) updated the instance, then its job; a
+    cancel locks the instance's jobs, then updates the instance: the two deadlocked. Here the
+    cancel's transaction (its statements, in its order) holds the job while the worker gives up:
+    the worker waits for the job before it touches the instance, finds it gone with the cancelled
+    instance, and leaves the instance cancelled."""
+    app = create_app({"database_url": pg_url, "workers": 0})
+    try:
+        with app.app_context():
+            tenant_id, deployed = deploy_for_new_tenant("wait_for_person.bpmn")
+            definition = instances.resolve_definition(tenant_id, deployed["definition_id"])
+            instance_id = instances.start(tenant_id, definition, {})["instance_id"]
+            [job] = jobs.claim("failing-worker", 30)
+            db.session.remove()
+        errors: list[BaseException] = []
+
+        def give_up() -> None:
+            with app.app_context():
+                try:
+                    Runner(None, None, wakers=None, public_url="http://127.0.0.1").give_up(job, "failing-worker")
+                except BaseException as error:  # noqa: BLE001 - reported by the assertion below
+                    errors.append(error)
+                finally:
+                    db.session.remove()
+
+        with psycopg.connect(pg_url.replace("+psycopg", "")) as cancel:  # one transaction, as process.cancel's
+            cancel.execute("SELECT id FROM jobs WHERE instance_id = %s ORDER BY id FOR UPDATE", (instance_id,))
+            worker = threading.Thread(target=give_up)
+            worker.start()
+            time.sleep(1.0)  # the worker is giving up meanwhile
+            cancel.execute("UPDATE instances SET status = 'cancelled', completed_at = now(), revision = revision + 1 "
+                           "WHERE id = %s AND status = 'running'", (instance_id,))
+            cancel.execute("DELETE FROM jobs WHERE instance_id = %s", (instance_id,))
+        worker.join(30)
+        assert not worker.is_alive() and errors == []
+        with app.app_context():
+            assert db.session.get(Instance, instance_id).status == "cancelled"
+            assert db.session.execute(sa.select(Job).where(Job.instance_id == instance_id)).first() is None
+            db.session.remove()
+    finally:
+        with app.app_context():
+            db.engine.dispose()
