@@ -11,6 +11,11 @@ from the database: every call answered 202 has its instance, exactly once, compl
 ``seq``; no ``seq`` has two instances (a call that got no answer may have started 0 or 1); no job
 is left. A sample is also read back through ``process.status``.
 
+The process's script also works for about 10 ms (``BUSY_SCRIPT``), several times what accepting a
+webhook costs, so that the workers fall behind the burst and the kill finds instances queued and
+mid-advance: with the plain script, the two PostgreSQL worker processes kept up with the server
+and at times had completed every instance before the kill (nothing left to recover).
+
 On "doubling": the process keeps its data in the instance row, so a start job run twice cannot
 show up as a second append somewhere; what can double is the instance itself (two rows for one
 call) and that is what the one-instance-per-``seq`` check catches. Work run twice *inside* one
@@ -43,6 +48,7 @@ LEASE_S = "2"              # a killed worker's jobs are claimable again 2 s afte
 WORKER_PROCESSES = 2       # PostgreSQL only
 THREADS_PER_WORKER = 2
 SETTLE_TIMEOUT_S = 120.0
+BUSY_SCRIPT = "spent = sum(range(1000000))\n"  # ~10 ms of the sandbox's CPU, thrown away
 STATUS_SAMPLE = 25
 
 
@@ -133,7 +139,10 @@ def test_kill_9_mid_burst_loses_and_doubles_no_start(backend, own_database, tmp_
     try:
         cluster.start()
         api = cluster.server.api(cluster.server.create_tenant("crash"))
-        [route] = api.deploy(bpmn("webhook_order.bpmn"), code="crash-order")["webhooks"]
+        plain = bpmn("webhook_order.bpmn")
+        busy = plain.replace("<bpmn:script>total =", f"<bpmn:script>{BUSY_SCRIPT}total =")
+        assert busy != plain
+        [route] = api.deploy(busy, code="crash-order")["webhooks"]
         url = route["url"]
 
         # --- the burst, and the kill in its middle ---------------------------------------------
