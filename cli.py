@@ -4,6 +4,7 @@ settings ``create_app`` built (``app.extensions["baton"].settings``).
 """
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from datetime import timedelta
@@ -116,6 +117,9 @@ def register(app: Flask) -> None:
         ensure_default_tenant(app)
         baton = app.extensions["baton"]
         baton.start_workers(embedded=True)
+        # waitress warns "Task queue depth is N" for each request that finds every HTTP thread
+        # busy: a line per request under any burst, written by its one I/O thread.
+        logging.getLogger("waitress.queue").setLevel(logging.ERROR)
         server = create_server(app, host=host, port=port, threads=threads, ident="baton",
                                # Flask answers oversized bodies (JSON 413) from Content-Length; waitress
                                # only stops absurd ones (JSON too: channels/http_server.py).
