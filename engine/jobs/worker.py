@@ -34,6 +34,10 @@ log = logging.getLogger("baton.worker")
 
 
 class JobHandler(Protocol):
+    """Runs the jobs of its kinds. A handler may also have ``begin_batch(worker_id)`` and
+    ``end_batch(worker_id) -> [(job, error)]`` (``Runner``): the jobs of one claim are then a batch
+    whose writes it may commit at the batch's end; the jobs it returns are retried as failed."""
+
     def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None: ...
     def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None: ...
 
@@ -42,6 +46,10 @@ class WorkerPool:
     # Jobs leased per claim transaction: under load one claim serves several jobs (the claim is
     # a write transaction, serialized with every other writer on SQLite); when idle it gets one.
     CLAIM_BATCH = 4
+    # A batch's saves that wait for its end (handlers with ``begin_batch``/``end_batch``) are
+    # committed before its next job once the batch has run this long: a slow job holds back the
+    # saves before it, not the ones after it.
+    BATCH_SAVE_S = 0.05
 
     def __init__(self, app, handlers: dict[str, JobHandler], *, wakers: Wakers, threads: int, lease_seconds: float,
                  poll_seconds: float, max_attempts: int = MAX_ATTEMPTS, claim_batch: int = CLAIM_BATCH,
@@ -52,6 +60,8 @@ class WorkerPool:
         self.pool_name = name
         self.claim_batch = max(1, claim_batch)
         self.handlers = handlers
+        # The handlers that can wait with their saves until the end of a claimed batch.
+        self._batching = list({id(h): h for h in handlers.values() if hasattr(h, "begin_batch")}.values())
         self.threads = threads
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
@@ -195,14 +205,46 @@ class WorkerPool:
                 # A batch's later jobs wait for the earlier ones: past half the lease (or when
                 # stopping), give them back rather than run them on a lease that may run out.
                 give_back_at = time.monotonic() + self.lease_seconds / 2
-                for index, job in enumerate(claimed):
-                    self._held[worker_id] = [(job, worker_id) for job in claimed[index:]]
-                    if index and (self._stopping.is_set() or time.monotonic() > give_back_at):
-                        self._give_back(claimed[index:], worker_id)
-                        break
-                    self._run(job, worker_id)
+                self._run_batch(claimed, worker_id, give_back_at)
                 self._held.pop(worker_id, None)
                 db.session.remove()
+
+    def _run_batch(self, claimed: list[jobs.ClaimedJob], worker_id: str, give_back_at: float) -> None:
+        """Run the jobs of one claim in turn. Several: as a batch, whose waiting saves commit
+        together at its end (or once it has run ``BATCH_SAVE_S``); until then their jobs count as
+        held (a stop releases them, and the save then finds its lease gone)."""
+        batch = len(claimed) > 1
+        unsaved_from, batch_began = 0, time.monotonic()
+        if batch:
+            self._begin_batch(worker_id)
+        for index, job in enumerate(claimed):
+            if index and batch and time.monotonic() - batch_began > self.BATCH_SAVE_S:
+                self._end_batch(worker_id)
+                self._begin_batch(worker_id)
+                unsaved_from, batch_began = index, time.monotonic()
+            self._held[worker_id] = [(held, worker_id) for held in claimed[unsaved_from:]]
+            if index and (self._stopping.is_set() or time.monotonic() > give_back_at):
+                self._give_back(claimed[index:], worker_id)
+                break
+            self._run(job, worker_id)
+        if batch:
+            self._end_batch(worker_id)
+
+    def _begin_batch(self, worker_id: str) -> None:
+        for handler in self._batching:
+            handler.begin_batch(worker_id)
+
+    def _end_batch(self, worker_id: str) -> None:
+        for handler in self._batching:
+            try:
+                failed = handler.end_batch(worker_id)
+            except Exception:
+                db.session.rollback()
+                log.exception("could not finish a batch's saves; their jobs' leases will run out")
+                continue
+            for job, exc in failed:
+                with context.bound(job_id=job.id, tenant_id=job.tenant_id, instance_id=job.instance_id):
+                    self._failed(handler, job, worker_id, exc)
 
     def _run(self, job: jobs.ClaimedJob, worker_id: str) -> None:
         with context.bound(job_id=job.id, tenant_id=job.tenant_id, instance_id=job.instance_id):
@@ -216,18 +258,22 @@ class WorkerPool:
             handler.handle(job, worker_id)
         except Exception as exc:
             db.session.rollback()
-            log.exception("job %s (%s) failed on attempt %s", job.id, job.kind, job.attempts)
-            try:
-                if job.attempts >= self.max_attempts and handler is not None:
-                    metrics.JOB_GIVE_UPS.labels(job.kind).inc()
-                    handler.give_up(job, worker_id)
-                else:
-                    metrics.JOB_RETRIES.labels(job.kind).inc()
-                    jobs.release(job, worker_id, delay_seconds=job_backoff(job.attempts),
-                                 error=type(exc).__name__)
-            except Exception:
-                db.session.rollback()
-                log.exception("could not release job %s; its lease will run out", job.id)
+            self._failed(handler, job, worker_id, exc)
+
+    def _failed(self, handler: JobHandler | None, job: jobs.ClaimedJob, worker_id: str, exc: Exception) -> None:
+        """A job whose handler raised (or whose batch's saves could not commit): tried again after
+        a growing delay, or given up after ``max_attempts``."""
+        log.error("job %s (%s) failed on attempt %s", job.id, job.kind, job.attempts, exc_info=exc)
+        try:
+            if job.attempts >= self.max_attempts and handler is not None:
+                metrics.JOB_GIVE_UPS.labels(job.kind).inc()
+                handler.give_up(job, worker_id)
+            else:
+                metrics.JOB_RETRIES.labels(job.kind).inc()
+                jobs.release(job, worker_id, delay_seconds=job_backoff(job.attempts), error=type(exc).__name__)
+        except Exception:
+            db.session.rollback()
+            log.exception("could not release job %s; its lease will run out", job.id)
 
     def _give_back(self, claimed: list[jobs.ClaimedJob], worker_id: str) -> None:
         for job in claimed:

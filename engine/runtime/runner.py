@@ -6,6 +6,11 @@ new state, the rows that hang off it and the follow-up jobs, and delete the job,
 transaction guarded by the instance's revision (compare-and-swap). A save that finds another
 revision, or a job whose lease was lost, is rolled back whole and the job goes back to the
 queue, so an instance is never advanced by two workers at once.
+
+A worker that claimed several jobs at once runs them as a batch (``begin_batch``/``end_batch``):
+the saves that write only the instance and its job wait for the batch's end and commit together,
+each still all or nothing on its own: one write transaction (SQLite's write lock taken once, one
+WAL flush on PostgreSQL) for up to ``WorkerPool.CLAIM_BATCH`` advances.
 """
 from __future__ import annotations
 
@@ -62,6 +67,8 @@ class Runner:
         self.wakers = wakers
         self.public_url = public_url
         self.events = Events(script_engine)
+        # Per worker (thread) in a batch: its advances whose saves wait for ``end_batch``.
+        self._batches: dict[str, list[_Advance]] = {}
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -104,26 +111,74 @@ class Runner:
 
     def _save(self, advance: _Advance) -> None:
         """The instance and its job, then the rows that hang off it, in one transaction. An advance
-        that writes nothing else takes a short transaction of its own (``writes.short_transaction``),
-        without the ORM session's machinery; both run the same writes."""
+        that writes nothing else is a plain save (``_save_plain``), without the ORM session's
+        machinery, at once or at the end of its worker's batch; both run the same writes."""
         rows_too = self._rows_to_write(advance)
-        try:
-            if not rows_too:
-                # One statement on PostgreSQL (autocommit) unless a pruned tree's path rows go too.
-                with writes.short_transaction(db.engine, self.wakers,
-                                              single_write=not advance.outcome.steps) as executor:
-                    self._save_instance_and_job(executor, advance)
+        if not rows_too:
+            batch = self._batches.get(advance.worker_id)
+            if batch is not None:
+                batch.append(advance)
             else:
-                self._save_instance_and_job(writes.SessionExecutor(), advance)
-                for write in rows_too:
-                    write()
-                db.session.commit()
+                self._after_plain([advance], self._save_plain([advance]))
+            return
+        try:
+            self._save_instance_and_job(writes.SessionExecutor(), advance)
+            for write in rows_too:
+                write()
+            db.session.commit()
         except writes.Lost:
-            db.session.rollback()
-            log.info("instance %s changed under job %s; trying again", advance.job.instance_id, advance.job.id)
-            jobs.release(advance.job, advance.worker_id)
+            self._save_lost(advance)
             return
         _report_saved(advance.job.instance_id, advance.row, advance.outcome)
+
+    def _save_plain(self, advances: list[_Advance]) -> list[_Advance]:
+        """Plain saves in one short transaction (``writes.short_transaction``), each all or nothing:
+        one lost (instance or lease changed) leaves the others saved; returns the lost ones. A
+        single save without path rows is one statement on PostgreSQL, in autocommit. Raises if
+        the transaction fails: then none is saved."""
+        single = len(advances) == 1 and not advances[0].outcome.steps
+        lost = []
+        with writes.short_transaction(db.engine, self.wakers, single_write=single) as executor:
+            for advance in advances:
+                try:
+                    with executor.all_or_nothing():
+                        self._save_instance_and_job(executor, advance)
+                except writes.Lost:
+                    lost.append(advance)
+        return lost
+
+    def _after_plain(self, advances: list[_Advance], lost: list[_Advance]) -> None:
+        for advance in advances:
+            if any(advance is other for other in lost):
+                self._save_lost(advance)
+            else:
+                _report_saved(advance.job.instance_id, advance.row, advance.outcome)
+
+    @staticmethod
+    def _save_lost(advance: _Advance) -> None:
+        db.session.rollback()
+        log.info("instance %s changed under job %s; trying again", advance.job.instance_id, advance.job.id)
+        jobs.release(advance.job, advance.worker_id)
+
+    # -- batches -------------------------------------------------------------------------------
+
+    def begin_batch(self, worker_id: str) -> None:
+        """The worker's next jobs are one claimed batch: their plain saves wait for ``end_batch``."""
+        self._batches[worker_id] = []
+
+    def end_batch(self, worker_id: str) -> list[tuple[jobs.ClaimedJob, Exception]]:
+        """Commit the batch's waiting saves together. Returns the jobs of a commit that failed (none
+        of them saved), with the error, for the worker to try them again as any failed job."""
+        waiting = self._batches.pop(worker_id, None)
+        if not waiting:
+            return []
+        try:
+            lost = self._save_plain(waiting)
+        except Exception as exc:  # noqa: BLE001 - every job of the batch is the worker's to retry
+            db.session.rollback()
+            return [(advance.job, exc) for advance in waiting]
+        self._after_plain(waiting, lost)
+        return []
 
     @staticmethod
     def _save_instance_and_job(executor: writes.Executor, advance: _Advance) -> None:
@@ -177,7 +232,7 @@ class Runner:
         """A job kept failing for a reason that is ours, not the process's: fail the instance, and
         keep the job (a task completion, a message ...) for ``process.retry`` to apply again."""
         if not jobs.lock(job, worker_id):
-            self._lost(job, worker_id)
+            self._left(job, worker_id)
             return
         failed = db.session.execute(
             update(Instance).where(Instance.id == job.instance_id, Instance.status == "running")
@@ -189,7 +244,7 @@ class Runner:
     def _fail_unchanged(self, job: jobs.ClaimedJob, worker_id: str, row, message: str) -> None:
         """Fail an instance that cannot even be loaded (its called process is gone); keep its state."""
         if not jobs.lock(job, worker_id):
-            self._lost(job, worker_id)
+            self._left(job, worker_id)
             return
         failed = db.session.execute(
             update(Instance).where(Instance.id == job.instance_id, Instance.revision == row.revision)
@@ -198,7 +253,7 @@ class Runner:
         self._keep_for_retry(job, worker_id, failed.rowcount == 1)
 
     @staticmethod
-    def _lost(job: jobs.ClaimedJob, worker_id: str) -> None:
+    def _left(job: jobs.ClaimedJob, worker_id: str) -> None:
         """The job went with its cancelled instance, or to another worker after its lease ran out:
         the instance is not this worker's to fail."""
         db.session.rollback()

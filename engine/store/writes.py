@@ -94,6 +94,24 @@ class _DriverExecutor:
     def count(self, statement: Statement, params: dict[str, Any]) -> int:
         return self._run(statement, params)[1]
 
+    @contextlib.contextmanager
+    def all_or_nothing(self) -> Iterator[None]:
+        """The block's writes stay only if it completes, while the transaction goes on: on SQLite a
+        savepoint, rolled back if the block raises (a save's ``Lost`` from its second statement,
+        after the first wrote). On PostgreSQL a save is one statement that writes nothing when
+        lost, and a statement that fails fails the whole transaction: nothing to add."""
+        if self.postgres:
+            yield
+            return
+        self.connection.execute("SAVEPOINT baton_write")
+        try:
+            yield
+        except BaseException:
+            self.connection.execute("ROLLBACK TO baton_write")
+            raise
+        finally:
+            self.connection.execute("RELEASE baton_write")
+
     def ready(self, kind: str | None, notified: bool = False) -> None:
         if kind not in self.made_ready and self.postgres and not notified:
             # In autocommit the write has committed already: the notification follows it.

@@ -171,3 +171,72 @@ def test_stopping_releases_a_job_still_running_after_the_grace_due_at_once(pool_
     finally:
         handler.go.set()
     assert handler.done.wait(5) and handler.finished is False   # the late finish is refused: the lease is gone
+
+
+class BatchRecorder:
+    """A job handler with batches, as ``Runner``: it records the pool's calls, leaves its jobs in
+    hand and finishes them at the batch's end, or answers that the batch's commit failed."""
+
+    def __init__(self, commit_fails: bool = False):
+        self.calls, self.commit_fails, self.held = [], commit_fails, []
+        self.done = threading.Event()
+
+    def begin_batch(self, worker_id):
+        self.calls.append("begin")
+
+    def handle(self, job, worker_id):
+        self.calls.append(job.id)
+        self.held.append(job)
+
+    def end_batch(self, worker_id):
+        self.calls.append("end")
+        held, self.held = self.held, []
+        if self.commit_fails:
+            self.done.set()
+            return [(job, RuntimeError("the batch's commit failed")) for job in held]
+        for job in held:
+            jobs.finish(job, worker_id)
+        db.session.commit()
+        self.done.set()
+        return []
+
+    def give_up(self, job, worker_id):
+        raise AssertionError("not expected")
+
+
+def _enqueue_before_the_pool(count: int) -> list[int]:
+    tenant_id = db.session.execute(select(Tenant.id).limit(1)).scalar_one()
+    for _ in range(count):
+        jobs.enqueue(tenant_id, KIND, payload={})
+    db.session.commit()
+    ids = db.session.execute(select(Job.id).where(Job.kind == KIND).order_by(Job.id)).scalars().all()
+    db.session.rollback()
+    return ids
+
+
+def test_the_jobs_of_one_claim_run_as_one_batch(pool_for):
+    job_ids = _enqueue_before_the_pool(WorkerPool.CLAIM_BATCH)  # due before the pool's first claim
+    handler = BatchRecorder()
+    pool_for(handler)
+    assert handler.done.wait(5)
+    assert handler.calls == ["begin", *job_ids, "end"]
+    assert db.session.execute(select(Job.id).where(Job.kind == KIND)).all() == []
+    db.session.rollback()
+
+
+def test_a_batch_whose_commit_failed_gives_every_job_back_with_the_policys_delay(pool_for):
+    job_ids = _enqueue_before_the_pool(3)
+    handler = BatchRecorder(commit_fails=True)
+    pool_for(handler)
+    assert handler.done.wait(5)
+    deadline = time.monotonic() + 10
+    while True:  # until the pool has given the three back
+        rows = db.session.execute(select(Job.locked_by, Job.last_error, Job.run_at).where(Job.id.in_(job_ids))).all()
+        now = utcnow()
+        db.session.rollback()
+        if all(row.last_error for row in rows) or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert handler.calls == ["begin", *job_ids, "end"]
+    assert [(row.locked_by, row.last_error) for row in rows] == [(None, "RuntimeError")] * 3
+    assert all(1.0 < (row.run_at - now).total_seconds() <= job_backoff(1) for row in rows)

@@ -1,13 +1,14 @@
 """``Runner.advance`` on a real database, the test playing the worker (``jobs.claim``): an advance
 that writes only the instance and its job saves in a short transaction of its own, and writes
 what the session's transaction would; a save on a moved revision or a lost lease is discarded
-and the job goes back to the queue."""
+and the job goes back to the queue. In a batch (``begin_batch``/``end_batch``) those saves wait
+for its end and commit in one transaction, each still all or nothing."""
 from __future__ import annotations
 
 import json
 
 import pytest
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
 
 from engine import instances, jobs
 from engine.runtime.runner import Runner
@@ -92,4 +93,84 @@ def test_a_save_on_a_moved_revision_or_a_lost_lease_is_discarded(started, runner
     assert again.id == moved.id
     runner.advance(again, WORKER)
     assert db.session.get(Instance, moved.instance_id).status == "completed"
+    db.session.rollback()
+
+
+def _statuses(claimed: list[jobs.ClaimedJob]) -> dict[int, tuple[str, int]]:
+    rows = db.session.execute(select(Instance.id, Instance.status, Instance.revision).where(
+        Instance.id.in_([job.instance_id for job in claimed]))).all()
+    db.session.rollback()
+    return {row.id: (row.status, row.revision) for row in rows}
+
+
+def test_a_batch_saves_at_its_end_in_one_transaction_what_single_saves_write(started, runner, monkeypatch):
+    single, *batch = started(4)
+    runner.advance(single, WORKER)
+    transactions = []
+    original = writes.short_transaction
+    monkeypatch.setattr(writes, "short_transaction", lambda *a, **k: transactions.append(1) or original(*a, **k))
+
+    runner.begin_batch(WORKER)
+    for job in batch:
+        runner.advance(job, WORKER)
+    assert set(_statuses(batch).values()) == {("running", 0)} and transactions == []  # nothing saved yet
+    assert runner.end_batch(WORKER) == []
+
+    assert transactions == [1]
+    for job in batch:
+        assert _saved_row(job.instance_id) == _saved_row(single.instance_id)
+    assert db.session.execute(select(Job.id).where(Job.id.in_([job.id for job in batch]))).all() == []
+    db.session.rollback()
+
+
+def test_a_lost_save_in_a_batch_leaves_the_others_saved(started, runner):
+    """On SQLite a save is two statements: with the lease lost, the instance's update (the first)
+    is rolled back to its savepoint; the batch's other saves stay."""
+    moved, lost, fine = started(3)
+    db.session.execute(update(Instance).where(Instance.id == moved.instance_id).values(revision=Instance.revision + 1))
+    db.session.execute(update(Job).where(Job.id == lost.id).values(locked_by="another-worker"))
+    db.session.commit()
+
+    runner.begin_batch(WORKER)
+    for job in (moved, lost, fine):
+        runner.advance(job, WORKER)
+    assert runner.end_batch(WORKER) == []
+
+    assert _statuses([moved, lost, fine]) == {moved.instance_id: ("running", 1), lost.instance_id: ("running", 0),
+                                              fine.instance_id: ("completed", 1)}
+    left = dict(db.session.execute(select(Job.id, Job.locked_by).where(Job.id.in_([moved.id, lost.id, fine.id]))).all())
+    assert left == {moved.id: None, lost.id: "another-worker"}
+    db.session.rollback()
+
+
+def test_a_batch_whose_commit_fails_saves_none_and_returns_every_job(started, runner, backend):
+    first, refused, last = started(3)
+    # The database itself refuses the second save (a trigger): the transaction fails as a whole.
+    if backend == "sqlite":
+        create = [f"CREATE TRIGGER refuse_save BEFORE UPDATE ON instances WHEN NEW.id = {refused.instance_id} "
+                  "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"]
+        drop = ["DROP TRIGGER refuse_save"]
+    else:
+        create = ["CREATE FUNCTION refuse_save() RETURNS trigger LANGUAGE plpgsql AS "
+                  "$$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$",
+                  f"CREATE TRIGGER refuse_save BEFORE UPDATE ON instances FOR EACH ROW "
+                  f"WHEN (NEW.id = {refused.instance_id}) EXECUTE FUNCTION refuse_save()"]
+        drop = ["DROP TRIGGER refuse_save ON instances", "DROP FUNCTION refuse_save()"]
+    for sql in create:
+        db.session.execute(text(sql))
+    db.session.commit()
+    try:
+        runner.begin_batch(WORKER)
+        for job in (first, refused, last):
+            runner.advance(job, WORKER)
+        failed = runner.end_batch(WORKER)
+    finally:
+        for sql in drop:
+            db.session.execute(text(sql))
+        db.session.commit()
+
+    assert [job.id for job, _error in failed] == [first.id, refused.id, last.id]
+    assert set(_statuses([first, refused, last]).values()) == {("running", 0)}
+    held = db.session.execute(select(Job.locked_by).where(Job.id.in_([first.id, refused.id, last.id]))).scalars().all()
+    assert held == [WORKER] * 3  # still leased: the worker tries them again (WorkerPool._failed)
     db.session.rollback()
