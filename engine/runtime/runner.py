@@ -158,7 +158,11 @@ class Runner:
     def _save_lost(advance: _Advance) -> None:
         db.session.rollback()
         log.info("instance %s changed under job %s; trying again", advance.job.instance_id, advance.job.id)
-        jobs.release(advance.job, advance.worker_id)
+        try:
+            jobs.release(advance.job, advance.worker_id)
+        except Exception:  # noqa: BLE001 - the others of its batch are saved: go on with them
+            db.session.rollback()
+            log.exception("could not release job %s; its lease will run out", advance.job.id)
 
     # -- batches -------------------------------------------------------------------------------
 
