@@ -1,4 +1,6 @@
-"""A real local HTTP receiver for tests: records every request, answers from a script of responses."""
+"""A real local HTTP receiver for tests: records every request, answers from a script of responses.
+A request cut short (its body shorter than its Content-Length: the sender died while sending) is
+not recorded, as a real server would not have received it."""
 from __future__ import annotations
 
 import json
@@ -57,6 +59,9 @@ class Receiver:
             def _handle(self):
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
+                if len(body) < length:  # the sender died mid-request (a kill -9 test): nothing was received
+                    self.close_connection = True
+                    return
                 with receiver._lock:
                     receiver.requests.append(Received(self.command, self.path, dict(self.headers), body, time.time()))
                     answer = receiver.answers.pop(0) if receiver.answers else receiver.default
