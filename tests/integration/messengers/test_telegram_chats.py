@@ -170,6 +170,7 @@ def test_telegrams_errors_decide_wait_retry_or_dead_at_once(idle, fakes, messeng
     bot.say(retried, "flaky")
     bot.texts(retried, 1)
     bot.say(blocked, "then blocked")
+    settled_deliveries(mapi, bot.config_id, 3)  # dead before the next chat speaks: its error is not the last
     bot.say(unknown, "gone")
     deliveries = settled_deliveries(mapi, bot.config_id, 4)
     by_outcome = {d["status"]: d for d in deliveries}
