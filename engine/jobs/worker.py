@@ -5,6 +5,8 @@ polling delay), by PostgreSQL NOTIFY from other processes (``engine.jobs.listene
 next delayed job is due.
 A job whose handler raises is tried again with a growing delay; after ``max_attempts`` its
 handler's ``give_up`` ends it (an instance is then failed with a generic message).
+The jobs of one claim (up to ``CLAIM_BATCH``, under load) run in turn as a batch: a handler with
+``begin_batch``/``end_batch`` (the runner) commits their saves together at its end.
 
 A process runs two pools (``app.Baton.start_workers``): engine threads for the kinds that advance
 instances (CPU, the script sandbox) and call threads for the kinds that wait on other servers
