@@ -3,14 +3,24 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test check lint bench fuzz install browser clean vendor vendor-update
+.PHONY: run test check lint bench fuzz install lock browser clean vendor vendor-update
 
-$(BIN)/.installed: requirements.txt requirements-dev.txt
+# Exactly the versions and files of requirements.lock (every extra: ai, gunicorn, dev), checked
+# against its hashes; nothing else is resolved here.
+$(BIN)/.installed: requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --require-hashes -r requirements.lock
 	touch $@
 
 install: $(BIN)/.installed
+
+# requirements.lock from pyproject.toml's ranges: the versions it already pins are kept unless a
+# range excludes them (`UPGRADE=1 make lock` takes the newest each range allows).
+UV_VERSION := 0.13.9
+lock: install
+	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+	$(BIN)/uv pip compile --quiet pyproject.toml --all-extras --generate-hashes --python-version 3.11 \
+	  $(if $(UPGRADE),--upgrade) -o requirements.lock
 
 run: install
 	$(BIN)/flask --app app serve

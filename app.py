@@ -21,8 +21,10 @@ import cli
 from engine import json_values
 from engine.jobs.processes import default_count
 from engine.jobs.wakers import LongPoll, Wakers
+from engine.store.db import db, is_postgres
+from engine.store.driver import configure_postgres, configure_sqlite
+from engine.store.unit_of_work import Units
 from engine.store.workflows import SpecCache
-from engine.store.db import WAKERS, configure_postgres, configure_sqlite, db, is_postgres
 from engine.telemetry import logs, metrics_dir
 
 ROOT = Path(__file__).resolve().parent
@@ -126,9 +128,10 @@ class Baton:
     (a web-only process needs none of them), sized to its worker threads.
     """
 
-    def __init__(self, app: Flask, settings: Settings, wakers, specs, rate_limits):
+    def __init__(self, app: Flask, settings: Settings, units: Units, wakers, specs, rate_limits):
         self.app = app
         self.settings = settings
+        self.units = units
         self.wakers = wakers
         self.specs = specs
         self.rate_limits = rate_limits
@@ -163,15 +166,16 @@ class Baton:
         # hold up the engine (timers, starts, other chats), nor need a sandbox process per thread.
         calls = KindFilter(CALL_KINDS, include=True)
         split = settings.call_threads > 0
-        common = dict(wakers=self.wakers, lease_seconds=settings.job_lease_s, poll_seconds=settings.poll_s)
+        common = dict(units=self.units, wakers=self.wakers, lease_seconds=settings.job_lease_s,
+                      poll_seconds=settings.poll_s)
         self.pool = WorkerPool(self.app, handlers, threads=threads, kinds=replace(calls, include=False) if split else None,
                                **common)
         self.pool.start()
         if settings.retention is not None:
             from engine import retention
 
-            with self.app.app_context():
-                retention.schedule()
+            with self.app.app_context(), self.units.begin("worker") as uow:
+                retention.schedule(uow)
         if split:
             self.call_pool = WorkerPool(self.app, handlers, threads=settings.call_threads, kinds=calls, name="call",
                                         claim_batch=1,  # a batch would wait for each slow call in turn
@@ -189,7 +193,8 @@ class Baton:
         """The handler of every job kind, built around this process's sandbox, HTTP client and model."""
         from ai import build_provider
         from engine.chat.ai_turns import AiTurnRunner
-        from engine.chat.messenger_calls import MessengerCalls
+        from engine.chat.messenger_deliveries import MessengerCalls
+        from engine.chat.messengers.registry import MESSENGERS
         from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, RETENTION, THROWN, TIMER_START
         from engine.outbound.delivery_runner import DeliveryRunner
         from engine.outbound.http import OutboundHttp
@@ -207,14 +212,14 @@ class Baton:
                                  api_key=settings.ai_api_key, timeout_s=settings.ai_timeout_s,
                                  retries=settings.ai_retries)
         script_engine, specs = SandboxScriptEngine(self.sandbox), self.specs
-        runner = Runner(script_engine, specs, wakers=self.wakers, public_url=settings.public_url)
+        runner = Runner(script_engine, specs, advance_contributors(settings.public_url))
         handlers = {kind: runner for kind in runner.kinds}
         handlers[TIMER_START] = TimerStartRunner()
         handlers[THROWN] = ThrownRunner()
         handlers[OPERATOR] = HttpTaskRunner(self.sandbox, script_engine, specs, self.outbound,
                                             retry_base_s=settings.http_retry_base_s)
         handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale,
-                                           channel_calls=MessengerCalls(settings.messenger_api_urls))
+                                           channel_calls=MessengerCalls(MESSENGERS, settings.messenger_api_urls))
         handlers[AI_TURN] = AiTurnRunner(self.ai)
         # Within half a lease per run (the rest right after), so that no other worker takes it over.
         handlers[RETENTION] = RetentionRunner(settings.retention, every_s=settings.retention_every_s,
@@ -265,11 +270,28 @@ class Baton:
                 part.close()
 
 
+def advance_contributors(public_url: str) -> tuple:
+    """What an advance writes besides the instance and its job (``engine.runtime.advance``): each
+    module's own contributor, in the order their rows are locked (dialog rows before the
+    conversation's, which the outbox writes)."""
+    from engine.chat.ai_dialogs import DialogRows
+    from engine.chat.outbox import OutboxRows
+    from engine.outbound.http_tasks import OperatorCalls
+    from engine.runtime.external_task_rows import ExternalTaskRows
+    from engine.runtime.human_task_rows import HumanTaskRows
+    from engine.runtime.routing import ThrownEvents
+    from engine.runtime.subscription_rows import SubscriptionRows
+    from engine.runtime.timer_jobs import TimerJobs
+
+    return (DialogRows(), OutboxRows(), HumanTaskRows(public_url), TimerJobs(), OperatorCalls(), ExternalTaskRows(),
+            SubscriptionRows(), ThrownEvents())
+
+
 def quiet_spiff_loggers() -> None:
     """SpiffWorkflow logs every task state change, and while its loggers' own level is unset (0,
     below INFO) it builds each record's extras from the task data and, for a workflow record,
     from every task of the tree, whatever the handlers' level. Set them to the process's level,
-    at least INFO (at BATON_LOG_LEVEL=DEBUG they stay unset, as before)."""
+    at least INFO (at BATON_LOG_LEVEL=DEBUG they stay unset)."""
     level = logging.getLogger().getEffectiveLevel()
     if level > logging.DEBUG:
         for name in ("spiff.task", "spiff.workflow", "spiff.data", "spiff.dmn"):
@@ -288,17 +310,10 @@ def create_app(config: dict | None = None) -> Flask:
     app = Flask(__name__, instance_path=str(ROOT / "instance"))
     app.config.update(
         SQLALCHEMY_DATABASE_URI=settings.database_url,
-        # No ping before every checkout (a round trip per request and per job): PostgreSQL pings
-        # only connections that sat idle (engine.store.db.configure_postgres); a SQLite file has
-        # no server to drop them. JSON columns never write NaN or Infinity, and rows written
-        # before the door refused such values (or nesting past its limit) still read, as markers
-        # (engine.json_values).
-        # The pool keeps as many connections as the process's threads use at once (8 HTTP threads,
-        # engine and call threads): SQLAlchemy's default of 5 closed each connection past the fifth
-        # after its request, and on PostgreSQL every new connection is a backend process started,
-        # its catalog caches filled and its statements planned again (~17 ms of the database's
-        # CPU each; docs/operations.md#database-connections). Last in, first out: a request gets
-        # the connection used last (its caches warm); those a burst opened stay idle.
+        # No ping per checkout: PostgreSQL pings only connections that sat idle (configure_postgres).
+        # As many pooled connections as the process's threads use at once, the last used first: a new
+        # PostgreSQL connection is a backend started with cold caches (docs/operations.md#database-connections).
+        # JSON columns keep the door's limits; a stored value outside them reads as a marker (engine.json_values).
         SQLALCHEMY_ENGINE_OPTIONS={"pool_pre_ping": False, "pool_size": settings.db_pool_size, "pool_use_lifo": True,
                                    "json_serializer": json_values.write_stored,
                                    "json_deserializer": json_values.read_stored},
@@ -306,7 +321,8 @@ def create_app(config: dict | None = None) -> Flask:
     )
     app.json.sort_keys = False  # answers keep the order the code builds them in
     wakers = Wakers()
-    app.extensions[WAKERS] = wakers  # the ORM session wakes them after commits (engine.store.db)
+    units = Units(wakers)  # every unit of work of this process wakes them after its commit
+    app.extensions["baton.units"] = units
     if settings.database_url.startswith("sqlite:///"):
         Path(settings.database_url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     db.init_app(app)
@@ -343,14 +359,15 @@ def create_app(config: dict | None = None) -> Flask:
     specs = SpecCache()  # parsed specs by definition (never stale): one per process, shared by all
     long_poll = LongPoll(settings.max_long_polls)
     wakers.add(long_poll)  # a commit that opens external tasks wakes this process's long polls
-    app.register_blueprint(rpc_blueprint(build_methods(), settings, specs=specs, long_poll=long_poll,
+    app.register_blueprint(rpc_blueprint(build_methods(), settings, units, specs=specs, long_poll=long_poll,
                                          rate_limits=rate_limits))
     app.register_blueprint(console_blueprint())
     if not app.debug:  # (debug answers are indented: Flask's path gives them)
         with app.app_context():
-            app.wsgi_app = WebhookDoor(app.wsgi_app, db.engine, wakers, settings.max_body_bytes, rate_limits)
+            app.wsgi_app = WebhookDoor(app.wsgi_app, Units(wakers, engine=db.engine), settings.max_body_bytes,
+                                       rate_limits)
     request_layer.install(app)  # outermost: request ids and request metrics for every door
-    app.extensions["baton"] = Baton(app, settings, wakers, specs, rate_limits)
+    app.extensions["baton"] = Baton(app, settings, units, wakers, specs, rate_limits)
     cli.register(app)
     if _is_flask_run_serving():
         cli.ensure_default_tenant(app)

@@ -1,6 +1,7 @@
 """Baton's command line (``flask --app app ...``): ``tenant create``, ``retention``, ``worker`` and
 ``serve``, registered on the app by ``create_app``. The commands read configuration only from the
-settings ``create_app`` built (``app.extensions["baton"].settings``).
+settings ``create_app`` built (``app.extensions["baton"].settings``); each command owns the units of
+work it runs (``app.extensions["baton.units"]``).
 """
 from __future__ import annotations
 
@@ -12,27 +13,43 @@ from datetime import timedelta
 import click
 from flask import Flask
 
-from engine.store.db import db
 
 
 def ensure_default_tenant(app: Flask) -> None:
     """On the first start (no tenant at all), create ``default`` and print its admin key once."""
     from sqlalchemy import select
+    from sqlalchemy.exc import IntegrityError
 
     from engine.auth import create_tenant
     from engine.errors import ConflictError
     from engine.store.models import Tenant
 
     with app.app_context():
-        if db.session.execute(select(Tenant.id).limit(1)).first() is not None:
-            db.session.rollback()
-            return
         try:
-            _, key = create_tenant("default")
-        except ConflictError:  # another process won the race
+            with app.extensions["baton.units"].begin("cli") as uow:
+                if uow.execute(select(Tenant.id).limit(1)).first() is not None:
+                    return
+                _, key = create_tenant(uow, "default")
+        except (ConflictError, IntegrityError):  # another process won the race
             return
         print("Created tenant 'default'. Its admin API key (shown once):", flush=True)
         print(key, flush=True)
+
+
+def purge_now(units, kept: timedelta, *, batch_size: int = 200, rest: float = 1.0):
+    """Run a whole retention purge now (``engine.retention.Purging``), one unit of work per batch;
+    its report."""
+    import time
+
+    from engine import retention
+
+    purging = retention.Purging(kept, batch_size=batch_size, rest=rest)
+    while True:
+        with units.begin("cli") as uow:
+            more = purging.step(uow)
+        if not more:
+            return purging.report
+        time.sleep(purging.rest_s())
 
 
 def register(app: Flask) -> None:
@@ -49,13 +66,14 @@ def register(app: Flask) -> None:
         from engine.errors import BatonError
 
         try:
-            tenant, key = create_tenant(name)
+            with app.extensions["baton.units"].begin("cli") as uow:
+                tenant, key = create_tenant(uow, name)
+                if app.extensions["baton"].settings.retention is not None:
+                    from engine import retention
+
+                    retention.schedule(uow)  # the first tenant: retention has something to look after now
         except BatonError as exc:
             raise click.ClickException(exc.message) from exc
-        if app.extensions["baton"].settings.retention is not None:
-            from engine import retention
-
-            retention.schedule()  # the first tenant: retention has something to look after now
         click.echo(f"Created tenant '{tenant.name}' (id {tenant.id}). Admin API key:")
         click.echo(key)
 
@@ -73,7 +91,7 @@ def register(app: Flask) -> None:
         if kept is None:
             click.echo("Retention is off (BATON_RETENTION_DAYS=0): nothing removed. Use --days to remove once.")
             return
-        report = retention.purge(kept, batch_size=settings.retention_batch)
+        report = purge_now(app.extensions["baton.units"], kept, batch_size=settings.retention_batch)
         longest = max(report.batch_seconds, default=0.0)
         click.echo(f"Removed what ended before {iso(report.cutoff)} in {len(report.batch_seconds)} "
                    f"transaction(s), the longest {longest * 1000:.0f} ms:")

@@ -14,6 +14,9 @@ from ai.types import BUILTIN, AiRequest, Reply
 if TYPE_CHECKING:
     from ai.openai_compatible import OpenAICompatibleProvider
 
+MISSING_OPENAI = ("BATON_AI_BASE_URL is set, which needs the openai package, and it is not installed: "
+                  "install Baton's `ai` extra (pyproject.toml; `make install` installs every extra).")
+
 
 class RoutedProvider:
     """Sends each request to the built-in or to the endpoint, by the model it names."""
@@ -43,8 +46,12 @@ def build_provider(*, base_url: str | None, model: str | None, api_key: str | No
     """The provider for this configuration; a Provider that also has ``close()``."""
     endpoint = None
     if base_url:
-        from ai.openai_compatible import OpenAICompatibleProvider   # the openai package takes 0.5 s to import
-
+        try:  # here, not at the top: the openai package takes 0.5 s to import, and it is an extra
+            from ai.openai_compatible import OpenAICompatibleProvider
+        except ModuleNotFoundError as exc:
+            if (exc.name or "").partition(".")[0] != "openai":
+                raise
+            raise ModuleNotFoundError(MISSING_OPENAI, name="openai") from None
         endpoint = OpenAICompatibleProvider(base_url=base_url, model=model, api_key=api_key,
                                             timeout_s=timeout_s, retries=retries)
     return RoutedProvider(BuiltinProvider(), endpoint)

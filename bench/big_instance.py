@@ -15,8 +15,9 @@ Two processes, generated here, each driven one step at a time by ``process.messa
 
 A real server (``tests.harness.BatonServer``) deploys both and starts one instance of each, and is
 stopped; then, in this process, on the same database, as one worker thread does: for each step,
-``send_message`` + ``jobs.claim`` + ``Runner.advance``. Timed: the advance alone (claim-to-save:
-load the state, apply the message, run the engine steps, save), wall clock and thread CPU. Bytes
+``send_message`` (committed) + a claim + the job's ``Runner.handle`` in its unit of work. Timed: the
+advance alone (claim-to-save: load the state, apply the message, run the engine steps, save and
+commit), wall clock and thread CPU. Bytes
 per save: the ``instances.state`` text that the save wrote, plus the path rows it appended
 (``instance_steps.steps``, when that table exists). The figure at step k is the median (times) or
 the mean (bytes: a tree is pruned only past ``PRUNE_ABOVE`` tasks, so one save in several appends
@@ -42,7 +43,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import run_header  # noqa: E402
-from tests.harness import BatonServer, create_postgres_database, drop_postgres_database  # noqa: E402
+from tests.harness import (BatonServer, claim_jobs, create_postgres_database,  # noqa: E402
+                            drop_postgres_database)
+from engine.jobs.worker import run_job  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "big-instance-latest.json"
 TARGET_RATIO = 2.0
@@ -118,8 +121,8 @@ def drive(url: str, started: dict, iterations: int, branches: int) -> dict:
     """Step every instance to its end in this process; per process, per round, the steps' figures."""
     from sqlalchemy import inspect, text
 
-    from app import create_app
-    from engine import instances, jobs
+    from app import advance_contributors, create_app
+    from engine import instances
     from engine.runtime.runner import Runner
     from engine.sandbox import Sandbox, SandboxScriptEngine
     from engine.store.db import db
@@ -130,7 +133,7 @@ def drive(url: str, started: dict, iterations: int, branches: int) -> dict:
     with app.app_context():
         has_steps = inspect(db.engine).has_table("instance_steps")
         sandbox = Sandbox(hosts=1)
-        runner = Runner(SandboxScriptEngine(sandbox), SpecCache(), wakers=None, public_url="http://127.0.0.1")
+        runner = Runner(SandboxScriptEngine(sandbox), SpecCache(), advance_contributors("http://127.0.0.1"))
         try:
             for name, messages in (("loop", ["tick"] * iterations),
                                    ("parallel", [f"b{i}" for i in range(1, branches + 1)])):
@@ -138,21 +141,22 @@ def drive(url: str, started: dict, iterations: int, branches: int) -> dict:
                     tenant_id = db.session.execute(text("SELECT tenant_id FROM instances WHERE id = :id"),
                                                    {"id": instance_id}).scalar_one()
                     db.session.rollback()
-                    figures[name].append(_steps(runner, tenant_id, instance_id, messages, has_steps,
-                                                instances, jobs, db, text))
+                    figures[name].append(_steps(app.extensions["baton.units"], runner, tenant_id, instance_id,
+                                                messages, has_steps, instances, db, text))
         finally:
             sandbox.close()
     return figures
 
 
-def _steps(runner, tenant_id, instance_id, messages, has_steps, instances, jobs, db, text) -> list[dict]:
+def _steps(units, runner, tenant_id, instance_id, messages, has_steps, instances, db, text) -> list[dict]:
     steps = []
     last_row = 0
     for number, message in enumerate(messages, start=1):
-        instances.send_message(tenant_id, instance_id, message, None)
-        [job] = jobs.claim("bench", 60, limit=1)
+        with units.begin("bench") as uow:
+            instances.send_message(uow, tenant_id, instance_id, message, None)
+        [job] = claim_jobs(units, "bench", 60)
         wall, cpu = time.perf_counter(), time.thread_time()
-        runner.advance(job, "bench")
+        run_job(units, runner, job, "bench")
         wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
         db.session.remove()
         status, state_bytes = db.session.execute(text(

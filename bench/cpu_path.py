@@ -6,9 +6,10 @@
     python bench/cpu_path.py --rounds 1 --cprofile 40  # and the 40 functions with the most CPU
 
 A real server deploys ``tests/bpmn/webhook_order.bpmn`` and is stopped; then, in this process, on
-the same database: ``webhooks.accept`` (the webhook accept without waitress) for ``--count``
-instances, then ``jobs.claim`` (batches of ``WorkerPool.CLAIM_BATCH``) + ``Runner.advance`` until
-the queue is empty, as one worker thread does. It prints the thread CPU per accept and per
+the same database: ``channels.webhook.accept`` (the webhook accept, in its unit of work, without
+waitress) for ``--count`` instances, then claims (batches of ``WorkerPool.CLAIM_BATCH``) and each
+job's ``Runner.handle`` in a unit of work of its own until the queue is empty, as one worker
+thread does (without its batched saves). It prints the thread CPU per accept and per
 advance of each round and the medians. Far less noisy than ``throughput.py``'s CPU per instance
 (no thread switching, no client on the same cores), so it shows changes of a few percent on the
 server's path; the sandbox host's own CPU is not counted.
@@ -29,7 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.harness import BatonServer, bpmn, create_postgres_database, drop_postgres_database  # noqa: E402
+from tests.harness import (BatonServer, bpmn, claim_jobs, create_postgres_database,  # noqa: E402
+                            drop_postgres_database)
+from engine.jobs.worker import run_job  # noqa: E402
 
 START_DATA = {"amount": 60}
 
@@ -61,8 +64,9 @@ def run(args, url: str, workdir: Path) -> int:
         server.stop()
     webhook_id = hook.rsplit("/", 1)[1]
 
-    from app import create_app
-    from engine import jobs, webhooks
+    from app import advance_contributors, create_app
+    from channels import webhook as webhook_door
+    from engine import webhooks
     from engine.jobs.worker import WorkerPool
     from engine.runtime.runner import Runner
     from engine.sandbox import Sandbox, SandboxScriptEngine
@@ -72,19 +76,20 @@ def run(args, url: str, workdir: Path) -> int:
     app = create_app({"database_url": url, "workers": 0})
     print(f"{args.backend}: {args.count} instances per round")
     accepts, advances = [], []
+    units = app.extensions["baton.units"]
     with app.app_context():
         sandbox = Sandbox(hosts=1)
-        runner = Runner(SandboxScriptEngine(sandbox), SpecCache(), wakers=None, public_url="http://127.0.0.1")
+        runner = Runner(SandboxScriptEngine(sandbox), SpecCache(), advance_contributors("http://127.0.0.1"))
         body = json.dumps(START_DATA).encode()
 
         def accept() -> None:
-            webhooks.accept(webhooks.WebhookCall(webhook_id, body, START_DATA), engine=db.engine, wakers=None)
+            webhook_door.accept(units, webhooks.WebhookCall(webhook_id, body, START_DATA))
 
         def drain() -> int:
             done = 0
-            while claimed := jobs.claim("bench", 30, limit=WorkerPool.CLAIM_BATCH):
+            while claimed := claim_jobs(units, "bench", 30, limit=WorkerPool.CLAIM_BATCH):
                 for job in claimed:
-                    runner.advance(job, "bench")
+                    run_job(units, runner, job, "bench")
                     done += 1
                 db.session.remove()
             return done

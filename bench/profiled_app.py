@@ -23,11 +23,13 @@ from collections import defaultdict
 from pathlib import Path
 
 import app as baton_app
+from channels import webhook as webhook_door
 from engine import jobs, webhooks
 from engine.jobs import worker
-from engine.runtime import human_tasks, runner, stepping
+from engine.runtime import human_task_rows, runner, stepping
 from engine.sandbox import Sandbox
 from engine.store import workflows
+from engine.store.unit_of_work import UnitOfWork
 
 OUT = Path(os.environ.get("BATON_BENCH_OUT", "."))
 PHASES = os.environ.get("BATON_BENCH_PHASES") == "1"
@@ -102,11 +104,11 @@ def _install_sql_timer(engine) -> None:
 def _install_phases() -> None:
     from sqlalchemy.orm import Session
 
-    # HTTP accept path
-    timed(webhooks, "accept", "webhook: accept (SELECT route + latest, INSERT instance + job, COMMIT)")
+    # HTTP accept path (the door's owner before create_app: the door binds it when it is built)
+    timed(webhook_door, "accept", "webhook: accept in its unit of work (+ COMMIT)")
+    timed(webhooks, "accept", "webhook: webhooks.accept (SELECT route + latest, INSERT instance + job)")
     # worker path
-    timed(jobs, "claim", "worker: jobs.claim (claim txn)")
-    timed(jobs, "next_run_at", "worker: jobs.next_run_at (idle)")
+    timed(jobs, "claim_or_next", "worker: jobs.claim_or_next (claim; when idle, when to look again)")
     timed(worker.WorkerPool, "_sleep", "worker: sleeping (no job)")
     timed(runner.Runner, "advance", "worker: Runner.advance (total)")
     timed(stepping, "run", "worker: do_engine_steps + summarize (incl. sandbox, serialize)")
@@ -115,12 +117,13 @@ def _install_phases() -> None:
     timed(workflows, "restore_workflow", "worker: restore_workflow (deserialize)")
     timed(workflows, "new_workflow", "worker: new_workflow")
     timed(workflows, "dump_workflow", "worker: dump_workflow (serialize)")
-    timed(human_tasks, "sync", "worker: human_tasks.sync (SELECT tasks)")
-    timed(runner.Runner, "_save", "worker: Runner._save (UPDATE instance + DELETE job [+ rows] + COMMIT)")
+    timed(human_task_rows, "sync", "worker: human_task_rows.sync (SELECT tasks)")
+    timed(runner.Runner, "_save", "worker: Runner._save (UPDATE instance + DELETE job [+ rows])")
     timed(jobs, "release", "worker: jobs.release")
     timed(Sandbox, "execute", "sandbox: execute (script round trip)")
     timed(Sandbox, "evaluate", "sandbox: evaluate (condition)")
-    # the database, whoever calls it
+    # the database, whoever calls it (a unit of work on the driver commits without a Session)
+    timed(UnitOfWork, "commit", "db: UnitOfWork.commit")
     timed(Session, "commit", "db: Session.commit")
     timed(Session, "rollback", "db: Session.rollback")
     timed(Session, "execute", "db: Session.execute")

@@ -44,18 +44,16 @@ def build(url: str):
     from app import create_app
     from engine import definitions, instances
     from engine.auth import create_tenant
-    from engine.store.db import db
 
     off = create_app({"database_url": url, "workers": 0})
     on = create_app({"database_url": url, "workers": 0, "rate_limit_per_key": 1e9, "rate_limit_per_webhook": 1e9})
-    with off.app_context():
-        tenant, key = create_tenant("bench")
-        deployed = definitions.deploy(tenant.id, bpmn("webhook_order.bpmn"), "bench-order",
+    with off.app_context(), off.extensions["baton.units"].begin("bench") as uow:
+        tenant, key = create_tenant(uow, "bench")
+        deployed = definitions.deploy(uow, tenant.id, bpmn("webhook_order.bpmn"), "bench-order",
                                       public_url="http://127.0.0.1")
-        db.session.commit()
         hook = deployed["webhooks"][0]["webhook_id"]
-        instance_id = instances.start(tenant.id, instances.resolve_definition(tenant.id, deployed["definition_id"]),
-                                      {"amount": 60})["instance_id"]
+        definition = instances.resolve_definition(uow, tenant.id, deployed["definition_id"])
+        instance_id = instances.start(uow, tenant.id, definition, {"amount": 60})["instance_id"]
     apps = {"bare": off.wsgi_app.wsgi_app, "layer": off.wsgi_app, "limited": on.wsgi_app}
     rpc_body = json.dumps({"jsonrpc": "2.0", "method": "process.status", "params": {"instance_id": instance_id},
                            "id": 1})

@@ -10,8 +10,8 @@ BATON_RETENTION_DAYS=0, so that nothing is purged behind the bench's back):
   2. those instances' end moved 31 days back (an UPDATE: as if they had ended then);
   3. the baseline: one client starting instances through the webhook, one after another, for
      --probe-seconds, with nothing else running: its latency (p50, p99, max);
-  4. the purge: `engine.retention.purge` (what the job and `flask --app app retention` run), in
-     this process, in batches of --batch instances, while the same client goes on: total time,
+  4. the purge: `engine.retention.Purging` as `flask --app app retention` runs it (`cli.purge_now`:
+     one unit of work per batch, a rest after each), in this process, in batches of --batch instances, while the same client goes on: total time,
      the longest batch (a transaction: how long it holds its locks), and the client's latency
      during the purge against the baseline (the ratio is the figure; absolute times depend on
      the machine);
@@ -133,7 +133,7 @@ def measure(backend: str, args, workdir: Path, log=print) -> dict:
                                 {"t": long_ago}).rowcount
 
         from app import create_app
-        from engine import retention
+        from cli import purge_now
         from engine.store.db import db
 
         app = create_app({"database_url": database_url, "workers": 0, "retention_days": 0})
@@ -141,7 +141,8 @@ def measure(backend: str, args, workdir: Path, log=print) -> dict:
         time.sleep(args.probe_seconds)
         purge_began = time.monotonic()
         with app.app_context():
-            report = retention.purge(dt.timedelta(days=30), batch_size=args.batch, rest=args.rest)
+            report = purge_now(app.extensions["baton.units"], dt.timedelta(days=30), batch_size=args.batch,
+                               rest=args.rest)
             db.session.remove()
             db.engine.dispose()
         purge_ended = time.monotonic()

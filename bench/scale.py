@@ -49,8 +49,8 @@ import requests  # noqa: E402
 from bench.common import run_header  # noqa: E402
 from bench.throughput import (PROCESSES, START_DATA, Load, _start_workers, _stop,  # noqa: E402
                               tree_cpu_seconds, wait_until_completed)
-from tests.harness import (POSTGRES_ADMIN_DSN, Api, BatonServer, create_postgres_database,  # noqa: E402
-                           drop_postgres_database, free_port)
+from tests.harness import (POSTGRES_ADMIN_DSN, Api, BatonServer, claim_jobs,  # noqa: E402
+                           create_postgres_database, drop_postgres_database, free_port)
 
 RESULTS = ROOT / "bench" / "results" / "scale-latest.json"
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -206,26 +206,26 @@ def _fill_backlog(database_url: str, count: int) -> None:
 
 def _queue_worker(database_url: str, index: int, started, results) -> None:
     """One worker process: claim (batches of 4) and finish no-op jobs until none is left; each
-    finish is the deletion an advance's save makes (one statement in autocommit)."""
+    finish is the deletion an advance's save makes (a unit of work on the driver with a single
+    write: one statement in autocommit)."""
     from app import create_app
-    from engine import jobs
     from engine.store import writes
-    from engine.store.db import db
 
     app = create_app({"database_url": database_url, "workers": 0})
     worker_id = f"scale-queue-{os.getpid()}"
     finished: list[int] = []
     lost = 0
+    units = app.extensions["baton.units"]
     with app.app_context():
         started.wait()
         while True:
-            claimed = jobs.claim(worker_id, 60, limit=4)
+            claimed = claim_jobs(units, worker_id, 60, limit=4)
             if not claimed:
                 break
             for job in claimed:
                 try:
-                    with writes.short_transaction(db.engine, None, single_write=True) as executor:
-                        writes.finish_job(executor, job.id, worker_id, None)
+                    with units.begin("bench", on_driver=True, single_write=True) as uow:
+                        writes.finish_job(uow, job.id, worker_id, None)
                     finished.append(job.id)
                 except writes.Lost:
                     lost += 1

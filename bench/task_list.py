@@ -70,7 +70,7 @@ from tests.harness import (Api, BatonServer, bpmn, create_postgres_database,  # 
 
 BPMN_FILE = "approval_form.bpmn"
 RESULTS = ROOT / "bench" / "results" / "task-list-latest.json"
-TARGET_RATIO = 1.5  # issue 15 (it was 2 before the totals came from task_counts)
+TARGET_RATIO = 1.5  # issue 15
 PER_PAGE = 20
 TASKS_PER_INSTANCE = 5
 COMPLETED_SHARE = 0.70
@@ -304,7 +304,9 @@ def explain_list_tasks(database_url: str, tenant_id: int, calls: dict[str, dict]
     from flask import Flask
 
     from engine import tasks
-    from engine.store.db import configure_sqlite, db
+    from engine.store.db import db
+    from engine.store.driver import configure_sqlite
+    from engine.store.unit_of_work import Units
 
     app = Flask("baton-bench-explain")
     app.config.update(SQLALCHEMY_DATABASE_URI=database_url)
@@ -321,17 +323,18 @@ def explain_list_tasks(database_url: str, tenant_id: int, calls: dict[str, dict]
             if statement.lstrip().upper().startswith(("SELECT", "WITH")):
                 captured.append((statement, parameters))
 
+        uow = Units(None).new("bench")
         for name, params in calls.items():
             captured.clear()
             started = time.perf_counter()
-            answer = tasks.list_tasks(tenant_id, status=params.get("status"),
+            answer = tasks.list_tasks(uow, tenant_id, status=params.get("status"),
                                       instance_id=params.get("instance_id"),
                                       definition_id=params.get("definition_id"),
                                       page=params.get("page", 1), per_page=PER_PAGE)
             in_process_ms = (time.perf_counter() - started) * 1000
             statements = list(captured)
             plans = []
-            connection = db.session.connection()
+            connection = uow.connection()
             for statement, parameters in statements:
                 runs = []
                 for _ in range(5):
@@ -351,7 +354,7 @@ def explain_list_tasks(database_url: str, tenant_id: int, calls: dict[str, dict]
                     details = [row[-1] for row in rows]
                     plans.append({"sql": " ".join(statement.split()), "params": _jsonable(parameters),
                                   "plan": details, "line": "; ".join(details), "db_ms": db_ms})
-            db.session.rollback()
+            uow.rollback()
             report[name] = {"statements": len(statements), "items": len(answer["items"]),
                             "in_process_ms": round(in_process_ms, 2), "queries": plans}
         event.remove(db.engine, "before_cursor_execute", _capture)

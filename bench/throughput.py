@@ -21,7 +21,8 @@ it measures
   (c)  end to end on PostgreSQL: the server with BATON_WORKERS=0 and two `flask worker` processes.
 
 End-to-end instances/s = instances / (first request sent -> last instance completed, from the
-rows' completed_at). Every process and backend gets a fresh server and database. The heavier
+rows' completed_at). The CPU ratio of a backend is Baton's CPU per instance end to end (server,
+workers, sandbox hosts) over raw SpiffWorkflow's CPU per instance in (a), both from this run. Every process and backend gets a fresh server and database. The heavier
 processes run fewer instances (a fraction of --count, see PROCESSES) so that the default run
 stays at about 4 minutes. The figures are written to bench/results/throughput-latest.json, one
 entry per process.
@@ -63,6 +64,8 @@ from tests.harness import (BatonServer, create_postgres_database,  # noqa: E402
 RESULTS = ROOT / "bench" / "results" / "throughput-latest.json"
 # Targets for `order`, from issue 15: the default (b) and PostgreSQL's scale-out topology (c).
 TARGETS = {"sqlite": 0.45, "postgresql": 0.50}
+# Targets for `order`, from issue 25: Baton's CPU per instance at most this many times raw's.
+CPU_TARGETS = {"sqlite": 2.2, "postgresql": 2.8}
 START_DATA = {"amount": 60}          # order: total 120, the "big" branch; the others: step_N, branch_N
 
 
@@ -140,7 +143,7 @@ def measure_in_memory(count: int, script_engine, warmup: int = 50,
     elapsed = time.perf_counter() - started
     cpu = tree_cpu_seconds([os.getpid()]) - cpu
     return {"instances": count, "seconds": round(elapsed, 3), "per_s": round(count / elapsed, 1),
-            "cpu_ms_per_instance": round(1000 * cpu / count, 2)}
+            "cpu_ms_per_instance": round(1000 * cpu / count, 3)}
 
 
 def measure_raw(count: int, process: BenchProcess = PROCESSES["order"]) -> dict:
@@ -401,7 +404,7 @@ def measure_end_to_end(backend: str, args, workdir: Path, log=print,
             "drain_after_last_accept_s": round(end - load.last_accepted, 3),
             # Baton's processes (server, workers, sandbox hosts) and this client, per instance:
             # with 2 cores the two share 2 x seconds of CPU.
-            "server_cpu_ms_per_instance": round(1000 * server_cpu / max(completed, 1), 2),
+            "server_cpu_ms_per_instance": round(1000 * server_cpu / max(completed, 1), 3),
             "client_cpu_ms_per_instance": round(1000 * client_cpu / max(accepted, 1), 2),
             "accept_latency_ms": {"p50": round(percentile(lat, 50) * 1000, 1),
                                   "p99": round(percentile(lat, 99) * 1000, 1),
@@ -456,6 +459,10 @@ def print_process_table(name: str, entry: dict) -> None:
     for ratio in entry["ratios"].values():
         print(f"  {ratio['name']} = {ratio['value']:.3f}" + (f"   (target >= {ratio['target']:.2f}: "
               f"{'met' if ratio['met'] else 'NOT met'})" if "target" in ratio else ""))
+    for backend, ratio in entry.get("cpu_ratios", {}).items():
+        print(f"  CPU ratio, {backend}: Baton {ratio['baton_cpu_ms']:.3f} ms / raw {ratio['raw_cpu_ms']:.3f} ms per "
+              f"instance = {ratio['value']:.2f}" + (f"   (target <= {ratio['target']:.1f}: "
+              f"{'met' if ratio['met'] else 'NOT met'})" if "target" in ratio else ""))
     for backend, result in entry["end_to_end"].items():
         if "error" not in result:
             print(f"  {backend}: {result['topology']}, {result['concurrency']} clients; accepted "
@@ -470,8 +477,9 @@ def print_summary(report: dict) -> None:
     """All processes side by side: instances/s and the ratios to (a)."""
     processes = report["processes"]
     print()
-    print("{:12} {:>9} {:>9} {:>11} {:>11} {:>9} {:>7} {:>7} {:>7} {:>7}".format(
-        "inst/s", "(a) raw", "(a') sbx", "(b) SQLite", "(b') SQ+wp", "(c) PG", "a'/a", "b/a", "b'/a", "c/a"))
+    print("{:12} {:>9} {:>9} {:>11} {:>11} {:>9} {:>7} {:>7} {:>7} {:>7} {:>8} {:>8}".format(
+        "inst/s", "(a) raw", "(a') sbx", "(b) SQLite", "(b') SQ+wp", "(c) PG", "a'/a", "b/a", "b'/a", "c/a",
+        "CPU b/a", "CPU c/a"))
     for name, entry in processes.items():
         def rate(result):
             return f"{result['per_s']:.1f}" if result and "error" not in result else "-"
@@ -479,11 +487,14 @@ def print_summary(report: dict) -> None:
         def ratio(key):
             value = entry["ratios"].get(key)
             return f"{value['value']:.3f}" if value else "-"
+        def cpu(key):
+            value = entry.get("cpu_ratios", {}).get(key)
+            return f"{value['value']:.2f}" if value else "-"
         e2e = entry["end_to_end"]
         print(f"{name:12} {rate(entry['raw']):>9} {rate(entry['sandboxed']):>9} "
               f"{rate(e2e.get('sqlite')):>11} {rate(e2e.get('sqlite-processes')):>11} "
               f"{rate(e2e.get('postgresql')):>9} {ratio('sandboxed'):>7} {ratio('sqlite'):>7} "
-              f"{ratio('sqlite-processes'):>7} {ratio('postgresql'):>7}")
+              f"{ratio('sqlite-processes'):>7} {ratio('postgresql'):>7} {cpu('sqlite'):>8} {cpu('postgresql'):>8}")
 
 
 def print_table(report: dict) -> None:
@@ -506,6 +517,21 @@ def _ratios(name: str, raw: dict, sandboxed: dict, end_to_end: dict) -> dict:
                 ratio.update(target=TARGETS[backend], met=ratio["value"] >= TARGETS[backend])
             ratios[backend] = ratio
     return {k: {**v, "value": round(v["value"], 3)} for k, v in ratios.items()}
+
+
+def _cpu_ratios(name: str, raw: dict, end_to_end: dict) -> dict:
+    """Per backend: Baton's CPU per instance end to end / raw SpiffWorkflow's CPU per instance."""
+    ratios = {}
+    for backend, result in end_to_end.items():
+        if "error" in result or not raw["cpu_ms_per_instance"]:
+            continue
+        value = result["server_cpu_ms_per_instance"] / raw["cpu_ms_per_instance"]
+        ratio = {"value": round(value, 2), "baton_cpu_ms": result["server_cpu_ms_per_instance"],
+                 "raw_cpu_ms": raw["cpu_ms_per_instance"]}
+        if backend in CPU_TARGETS and name == "order":
+            ratio.update(target=CPU_TARGETS[backend], met=value <= CPU_TARGETS[backend])
+        ratios[backend] = ratio
+    return ratios
 
 
 def run_process(process: BenchProcess, backends: list[str], args) -> dict:
@@ -537,6 +563,7 @@ def run_process(process: BenchProcess, backends: list[str], args) -> dict:
         "load_average_before": [round(x, 2) for x in load_before],
         "raw": raw, "sandboxed": sandboxed, "end_to_end": end_to_end,
         "ratios": _ratios(process.name, raw, sandboxed, end_to_end),
+        "cpu_ratios": _cpu_ratios(process.name, raw, end_to_end),
     }
 
 

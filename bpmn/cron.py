@@ -15,6 +15,8 @@ from datetime import date, datetime, time, timedelta, timezone
 
 from SpiffWorkflow.bpmn.specs.event_definitions.timer import CycleTimerEventDefinition
 
+from bpmn.spiff_internals import end_cycle, event_value, set_event_value
+
 _FIELDS = (("second", 0, 59), ("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31),
            ("month", 1, 12), ("day of week", 1, 7), ("year", 1970, 2199))
 _NAMES = {4: {m: i + 1 for i, m in enumerate("JAN FEB MAR APR MAY JUN JUL AUG SEP OCT NOV DEC".split())},
@@ -146,15 +148,14 @@ class CronCycleDefinition(CycleTimerEventDefinition):
 
     def cycle_complete(self, my_task):
         now = datetime.now(timezone.utc)
-        value = my_task._get_internal_data("event_value")
+        value = event_value(my_task)
         if value is None:
             text = my_task.workflow.script_engine.evaluate(my_task, self.expression)
             first = Cron.parse(text).next_after(now)
             value = {"cycles": -1 if first else 0, "next": first.isoformat() if first else None,
                      "duration": 0, "cron": text}
         if value["cycles"] == 0:  # no time matches any more: the timer is done, as an ISO cycle would be
-            my_task.internal_data.pop("event_value", None)
-            my_task.internal_data["event_fired"] = True
+            end_cycle(my_task)
             return False
         ready = False
         if datetime.fromisoformat(value["next"]) < now:
@@ -162,5 +163,5 @@ class CronCycleDefinition(CycleTimerEventDefinition):
             value["next"] = following.isoformat() if following else None
             value["cycles"] = -1 if following else 0
             ready = True
-        my_task._set_internal_data(event_value=value)
+        set_event_value(my_task, value)
         return ready

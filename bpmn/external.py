@@ -21,6 +21,7 @@ from SpiffWorkflow.spiff.specs.defaults import ServiceTask
 from SpiffWorkflow.util.task import TaskState
 
 from bpmn.profile import CAMUNDA_NS, NSMAP, ZEEBE_NS
+from bpmn.spiff_internals import update
 from engine.errors import BatonError
 
 _IMPLEMENTATIONS = ("class", "delegateExpression", "expression")
@@ -91,7 +92,7 @@ def throw_bpmn_error(task, error_code: str, message: str | None = None,
                 if t.parent is task.parent and t is not task and t.task_spec.catches(t, event)]
     for catcher in catchers:
         catcher.task_spec.catch(catcher, event)
-        catcher.task_spec._update(catcher)
+        update(catcher)
     return bool(catchers)
 
 

@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from SpiffWorkflow.bpmn.exceptions import WorkflowDataException
 from SpiffWorkflow.spiff.specs.defaults import ParallelMultiInstanceTask, SequentialMultiInstanceTask
 
+from bpmn.spiff_internals import inherit_data
+
 _COLLECTIONS = (list, tuple, set, frozenset, Mapping)
 
 
@@ -25,7 +27,7 @@ class _CheckedLocalItems:
     def _update_hook(self, my_task):
         # The check needs the task's data, which the parent's _update_hook inherits just before it
         # creates instances; inheriting is idempotent, so it is done here first.
-        my_task._inherit_data()
+        inherit_data(my_task)
         if self.data_input is not None:
             _check_collection(my_task, self.data_input.bpmn_id)
         elif self.cardinality is not None:

@@ -1,5 +1,11 @@
 """Baton's SpiffWorkflow parser: Spiff's own, reading Baton's profile into ``task_spec.extensions``.
 
+One parser class per BPMN element Baton reads differently, built on three mixins: ``ProfileMixin``
+puts the profile's properties into ``task_spec.extensions``, ``HumanTaskMixin`` adds forms and
+buttons, ``EventMixin`` reads messages, signals, timers, errors and escalations. The readings of
+the model they rest on (``message_name``, ``clean_script``, ...) are also what validation and the
+deploy summary read, so that both see the model as the parser does.
+
 Spec classes are SpiffWorkflow's own, except those of ``bpmn.events``, ``bpmn.scopes`` and
 ``bpmn.loops`` (registered in ``bpmn.serializer``); Baton's configuration rides along in
 ``extensions`` (plain data). Beyond the profile, this parser decides how a few things are read:
@@ -16,6 +22,9 @@ Spec classes are SpiffWorkflow's own, except those of ``bpmn.events``, ``bpmn.sc
 """
 from __future__ import annotations
 
+import textwrap
+
+from lxml import etree
 from SpiffWorkflow.bpmn.parser.event_parsers import (
     CANCEL_EVENT_XPATH, ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH, MESSAGE_EVENT_XPATH, SIGNAL_EVENT_XPATH,
     TERMINATION_EVENT_XPATH, TIMER_EVENT_XPATH, EventBasedGatewayParser)
@@ -25,11 +34,13 @@ from SpiffWorkflow.bpmn.specs.defaults import (
     BoundaryEvent, EndEvent, EventBasedGateway, ExclusiveGateway, InclusiveGateway,
     IntermediateCatchEvent, IntermediateThrowEvent, ParallelGateway, StartEvent)
 from SpiffWorkflow.bpmn.specs.event_definitions.simple import NoneEventDefinition
+from SpiffWorkflow.bpmn.specs.event_definitions.timer import (
+    CycleTimerEventDefinition, DurationTimerEventDefinition, TimeDateEventDefinition)
 from SpiffWorkflow.bpmn.specs.control import StartEventJoin, StartEventSplit
 from SpiffWorkflow.bpmn.specs.mixins.subworkflow_task import SubWorkflowTask as SubWorkflowTaskMixin
 from SpiffWorkflow.spiff.parser.event_parsers import (
     SpiffBoundaryEventParser, SpiffEndEventParser, SpiffIntermediateCatchEventParser,
-    SpiffIntermediateThrowEventParser, SpiffReceiveTaskParser, SpiffStartEventParser)
+    SpiffIntermediateThrowEventParser, SpiffReceiveTaskParser, SpiffSendTaskParser, SpiffStartEventParser)
 from SpiffWorkflow.spiff.parser.process import SpiffBpmnParser, SpiffProcessParser
 from SpiffWorkflow.spiff.parser.task_spec import (
     CallActivityParser, ScriptTaskParser, SpiffTaskParser, SubWorkflowParser, UserTaskParser)
@@ -37,18 +48,138 @@ from SpiffWorkflow.spiff.specs.defaults import (
     CallActivity, ManualTask, NoneTask, ReceiveTask, ScriptTask, SendTask, SubWorkflowTask, UserTask)
 
 from bpmn import profile
-from bpmn.dmn.task import DecisionTask
+from bpmn.cron import CronCycleDefinition
+from bpmn.dmn.task import DecisionTask, decision_config, decision_ref
+from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition, SignalDefinition
+from bpmn.external import ExternalTask, topic_of
+from bpmn.loops import ParallelInstances, SequentialInstances
 from bpmn.operators import OperatorTask
-from bpmn.parser_mixins import (  # clean_*, message_name, ... are also read from here by callers
-    EventMixin, HumanTaskMixin, ProfileMixin, clean_condition, clean_script, event_subprocess_start_class,
-    is_top_level_timer_start, message_name, signal_name)
-from bpmn.scopes import ScopeEndJoin, connect_event_subprocess
-from bpmn.service_parsers import BatonSendTaskParser, BusinessRuleTaskParser, OperatorTaskParser
+from bpmn.scopes import EventSubprocessStart, InterruptingStartEvent, ScopeEndJoin, connect_event_subprocess
 from bpmn.timers import read_timer
 
-__all__ = ["BatonBpmnParser", "clean_condition", "clean_script", "is_top_level_timer_start", "message_name",
-           "signal_name"]
+_TIMER_CLASSES = {"timeDate": TimeDateEventDefinition, "timeDuration": DurationTimerEventDefinition,
+                  "timeCycle": CycleTimerEventDefinition}
 
+
+# --- the mixins every parser below is built on -----------------------------------------------------
+
+class ProfileMixin:
+    """Adds ``extensions['properties']`` from Camunda and SpiffArena properties alike."""
+
+    PARALLEL_MI_CLASS = ParallelInstances
+    SEQUENTIAL_MI_CLASS = SequentialInstances
+
+    def parse_extensions(self, node=None):
+        node = self.node if node is None else node
+        extensions = super().parse_extensions(node)
+        extensions["properties"] = profile.read_properties(node)
+        return extensions
+
+
+class HumanTaskMixin(ProfileMixin):
+    """User and manual tasks also carry the form fields and buttons ``task.list`` shows."""
+
+    def parse_extensions(self, node=None):
+        node = self.node if node is None else node
+        extensions = super().parse_extensions(node)
+        extensions["form"] = profile.read_form(node)
+        extensions["buttons"] = profile.read_buttons(extensions["properties"])
+        return extensions
+
+
+class EventMixin(ProfileMixin):
+    """Messages and signals by name (else id); timers as normalized expressions; errors and
+    escalations that carry the thrower's variables (``bpmn.events``)."""
+
+    def parse_extensions(self, node=None):
+        extensions = super().parse_extensions(node)
+        if node is None:  # the element itself: the correlation of the message it throws or waits for
+            name = message_name(self.node)
+            if name is None:
+                definition = self.node.find(f"{{{profile.BPMN_NS}}}messageEventDefinition")
+                name = message_name(definition) if definition is not None else None
+            correlation = self.process_parser.parser.correlations.get(name) if name else None
+            if correlation:
+                extensions["correlation"] = dict(correlation)
+        return extensions
+
+    def parse_signal_event(self, signal_event):
+        return SignalDefinition(signal_name(signal_event), description=self.get_event_description(signal_event))
+
+    def parse_error_event(self, error_event):
+        return _retyped(super().parse_error_event(error_event), ErrorDefinition)
+
+    def parse_escalation_event(self, escalation_event):
+        return _retyped(super().parse_escalation_event(escalation_event), EscalationDefinition)
+
+    def parse_message_event(self, message_event):
+        name = message_name(message_event)
+        _payload, variable = self.parse_message_extensions(message_event)
+        return MessageDefinition(name, message_var=variable,
+                                 description=self.get_event_description(message_event))
+
+    def parse_timer_event(self, event):
+        timer = read_timer(event)
+        name = self.node.get("name", self.node.get("id"))
+        cls = CronCycleDefinition if timer.cron else _TIMER_CLASSES[timer.kind]
+        return cls(name, timer.expression, description=self.get_event_description(event))
+
+
+def _retyped(definition, cls):
+    return cls(definition.name, expression=definition.expression, variable=definition.variable,
+               code=definition.code, description=definition.description)
+
+
+# --- readings of the model (validation and the deploy summary read them too) ------------------------
+
+def clean_script(text: str | None) -> str | None:
+    """A script body as written in XML, indented with the markup: dedented, so Python accepts it."""
+    if text is None:
+        return None
+    return textwrap.dedent(text).strip("\n") or None
+
+
+def clean_condition(text: str | None) -> str | None:
+    return (text.strip() or None) if text is not None else None
+
+
+def message_name(element: etree._Element) -> str | None:
+    """The name ``process.message`` uses for the message an element refers to by ``messageRef``."""
+    ref = element.get("messageRef")
+    if not ref:
+        return None
+    for message in element.getroottree().getroot().iterchildren(f"{{{profile.BPMN_NS}}}message"):
+        if message.get("id") == ref:
+            return (message.get("name") or "").strip() or ref
+    return None
+
+
+def signal_name(element: etree._Element) -> str | None:
+    """The name a signal is broadcast by: its ``bpmn:signal``'s ``name``, else that signal's id."""
+    ref = element.get("signalRef")
+    if not ref:
+        return None
+    for signal in element.getroottree().getroot().iterchildren(f"{{{profile.BPMN_NS}}}signal"):
+        if signal.get("id") == ref:
+            return (signal.get("name") or "").strip() or ref
+    return None
+
+
+def is_top_level_timer_start(node: etree._Element) -> bool:
+    return (etree.QName(node).localname == "startEvent"
+            and etree.QName(node.getparent()).localname == "process"
+            and node.find(f"{{{profile.BPMN_NS}}}timerEventDefinition") is not None)
+
+
+def event_subprocess_start_class(node: etree._Element):
+    """The spec class of an event subprocess's start event, or None for other start events."""
+    parent = node.getparent()
+    if etree.QName(parent).localname != "subProcess" or parent.get("triggeredByEvent") != "true":
+        return None
+    return EventSubprocessStart if node.get("isInterrupting") == "false" else InterruptingStartEvent
+
+
+# --- the parsers -------------------------------------------------------------------------------------
 
 class TaskParser(ProfileMixin, SpiffTaskParser):
     pass
@@ -145,6 +276,83 @@ class BatonConditionalGatewayParser(ProfileMixin, ConditionalGatewayParser):
 
 class BatonGatewayParser(ProfileMixin, GatewayParser):
     pass
+
+
+# Tasks that hand work outside the flow: operator and external service tasks, send tasks, business rule
+# tasks (their spec classes: ``bpmn.operators``, ``bpmn.external``, ``bpmn.dmn.task``).
+
+class OperatorTaskParser(ProfileMixin, SpiffTaskParser):
+    """A serviceTask: an ``OperatorTask`` when its ``operator`` property names what the engine does,
+    else an ``ExternalTask`` that waits for a worker (``bpmn.external``).
+
+    An operator's settings are templates, not Python expressions: the task has no parameters, they
+    stay in ``extensions['properties']`` for the engine to render, and ``extensions['operator']``
+    names it. It is ``manual``: ``do_engine_steps`` leaves it READY and the engine runs the operator
+    itself, then runs the task. An external task's topic is in ``extensions['external']``.
+    """
+
+    def create_task(self):
+        properties = profile.read_properties(self.node)
+        if not properties.get("operator"):
+            return create_external_task(self)
+        return self.spec_class(
+            self.spec, self.bpmn_id,
+            operation_name=properties.get("operator", ""),
+            operation_params={},
+            result_variable=properties.get("result_variable") or None,
+            manual=True,
+            **self.bpmn_attributes)
+
+    def parse_extensions(self, node=None):
+        extensions = super().parse_extensions(node)
+        if node is None and not extensions["properties"].get("operator"):
+            extensions["external"] = topic_of(self.node)
+        else:
+            extensions["operator"] = extensions["properties"].get("operator", "")
+        return extensions
+
+
+def create_external_task(parser) -> ExternalTask:
+    return ExternalTask(parser.spec, parser.bpmn_id, operation_name=topic_of(parser.node)["topic"],
+                        operation_params={}, result_variable=None, **parser.bpmn_attributes)
+
+
+class BatonSendTaskParser(EventMixin, SpiffSendTaskParser):
+    """A sendTask with a messageRef throws that message; one without is a Camunda 7 send task,
+    implemented like a service task (a Java delegate or an external topic): an external task."""
+
+    def create_task(self):
+        if self.node.get("messageRef"):
+            return super().create_task()
+        return create_external_task(self)
+
+    def parse_extensions(self, node=None):
+        extensions = super().parse_extensions(node)
+        if node is None and not self.node.get("messageRef"):
+            extensions["external"] = topic_of(self.node)
+        return extensions
+
+
+class BusinessRuleTaskParser(ProfileMixin, SpiffTaskParser):
+    """A businessRuleTask: a ``DecisionTask`` carrying its decision (from the DMN files given to the
+    parser as ``decisions``), or an external task when it is implemented like a service task."""
+
+    @staticmethod
+    def get_decision_ref(node):  # SpiffWorkflow's BpmnDmnParser asks every business rule task parser
+        return decision_ref(node)
+
+    def create_task(self):
+        if decision_ref(self.node) is None:
+            return create_external_task(self)
+        return DecisionTask(self.spec, self.bpmn_id, **self.bpmn_attributes)
+
+    def parse_extensions(self, node=None):
+        extensions = super().parse_extensions(node)
+        if node is None and decision_ref(self.node) is None:
+            extensions["external"] = topic_of(self.node)
+        elif node is None:
+            extensions["decision"] = decision_config(self.node, self.process_parser.parser.decisions)
+        return extensions
 
 
 class BatonProcessParser(SpiffProcessParser):

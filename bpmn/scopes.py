@@ -18,12 +18,13 @@ SpiffWorkflow 3.2 gets three things wrong here, measured with its own test shape
 """
 from __future__ import annotations
 
-from SpiffWorkflow.bpmn.specs.control import _EndJoin
 from SpiffWorkflow.bpmn.specs.defaults import StartEvent
 from SpiffWorkflow.bpmn.specs.mixins.events.intermediate_event import BoundaryEvent
 from SpiffWorkflow.bpmn.specs.mixins.events.start_event import StartEvent as StartEventMixin
 from SpiffWorkflow.bpmn.specs.mixins.subworkflow_task import EventSubprocess
 from SpiffWorkflow.util.task import TaskState
+
+from bpmn.spiff_internals import EndJoin, update
 
 _BUSY = TaskState.READY | TaskState.STARTED | TaskState.ERROR
 
@@ -53,7 +54,7 @@ class InterruptingStartEvent(EventSubprocessStart):
         return result
 
 
-class ScopeEndJoin(_EndJoin):
+class ScopeEndJoin(EndJoin):
     """The end of a process or subprocess: waits for every token except idle event subprocesses,
     which it cancels when the scope ends (BPMN: they live only while their scope runs)."""
 
@@ -123,7 +124,7 @@ def deliver_in_scope(my_task, event) -> bool:
             catchers = [t for t in candidates if t.task_spec.catches(t, event)]
             for task in catchers:
                 task.task_spec.catch(task, event)
-                task.task_spec._update(task)
+                update(task)
             if catchers:
                 return True
         scope = owner.workflow if owner is not None else None

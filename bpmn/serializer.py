@@ -4,6 +4,13 @@ A spec is stored once per definition (``spec_to_json``) and restored once per pr
 (``load_spec``). An instance's state is its workflow without the spec (``workflow_to_json``); it is
 put back together with the cached spec objects (``workflow_from_json``), so neither saving nor
 loading an instance converts its spec.
+
+A state is written by orjson (a third of the standard library's time, its checks included) whenever orjson writes it
+exactly as the standard library would read it back: typed values (datetimes, UUIDs, decimals ...)
+are converted by SpiffWorkflow's registry first, as its JSON encoder does. A state holding what
+orjson cannot carry exactly (``NaN`` or an infinity, an integer past 64 bits, a lone surrogate,
+nesting past orjson's limit, a type the registry does not know) is written by the standard
+library, as every state was before, and read back by it (``_ORJSON_PREFIX`` tells them apart).
 """
 from __future__ import annotations
 
@@ -11,13 +18,13 @@ import json
 import threading
 from datetime import date, time
 from decimal import Decimal
+from types import ModuleType
 from typing import Any, Callable
-from uuid import UUID
 
+import orjson
 from SpiffWorkflow.bpmn.serializer import BpmnWorkflowSerializer
 from SpiffWorkflow.bpmn.serializer.default.event_definition import TimerConditionalEventDefinitionConverter
 from SpiffWorkflow.bpmn.serializer.default.task_spec import BpmnTaskSpecConverter, EventConverter
-from SpiffWorkflow.bpmn.serializer.default.workflow import BpmnWorkflowConverter, WorkflowConverter
 from SpiffWorkflow.bpmn.serializer.helpers.encoder import create_encoder
 from SpiffWorkflow.bpmn.serializer.helpers.registry import DefaultRegistry
 from SpiffWorkflow.bpmn.serializer.workflow import VERSION
@@ -36,6 +43,7 @@ from bpmn.external import ExternalTask
 from bpmn.loops import ParallelInstances, SequentialInstances
 from bpmn.operators import OperatorTask
 from bpmn.scopes import EventSubprocessStart, InterruptingStartEvent, ScopeEndJoin
+from bpmn.spiff_internals import SpeclessWorkflowConverter, data_slots, encoder_mode
 from engine.errors import BatonError
 
 VERSION_KEY = BpmnWorkflowSerializer.VERSION_KEY
@@ -71,33 +79,6 @@ class DataRegistry(DefaultRegistry):
         return super().restore(val, **kwargs)
 
 
-class SpeclessWorkflowConverter(BpmnWorkflowConverter):
-    """The top workflow without ``spec``/``subprocess_specs``; they are handed back on restore."""
-
-    def to_dict(self, workflow):
-        # BpmnWorkflowConverter.to_dict minus the two spec entries (converting them is the cost).
-        dct = WorkflowConverter.to_dict(self, workflow)
-        dct["subprocesses"] = self.mapping_to_dict(workflow.subprocesses)
-        dct["bpmn_events"] = self.registry.convert(workflow.bpmn_events)
-        return dct
-
-    def from_dict(self, dct, spec=None, subprocess_specs=None, script_engine=None):
-        # BpmnWorkflowConverter.from_dict, with the cached spec objects handed in and the workflow
-        # built around the caller's script engine: the parent builds it without one, and
-        # BpmnWorkflow then makes SpiffWorkflow's default engine (eval/exec with full builtins).
-        if spec is None:
-            raise BatonError("A workflow stored without its spec needs the spec to be restored.")
-        if script_engine is None:
-            raise BatonError("A workflow is restored with Baton's sandboxed script engine only.")
-        workflow = self.target_class(spec, subprocess_specs or {}, script_engine=script_engine, deserializing=True)
-        workflow.tasks = self.mapping_from_dict(dct["tasks"], UUID, workflow=workflow)
-        workflow.task_tree = workflow.tasks.get(UUID(dct["root"]))
-        self.set_default_attributes(workflow, dct)
-        self.subprocesses_from_dict(dct["subprocesses"], workflow)
-        workflow.bpmn_events = self.registry.restore(dct.get("bpmn_events", []))
-        return workflow
-
-
 def make_serializer() -> BpmnWorkflowSerializer:
     """The serializer of full workflows (spec included), configured for SpiffWorkflow's spiff specs."""
     registry = BpmnWorkflowSerializer.configure(dict(BATON_CONFIG), DataRegistry())
@@ -109,15 +90,18 @@ def _make_instance_serializer() -> BpmnWorkflowSerializer:
     return BpmnWorkflowSerializer(BpmnWorkflowSerializer.configure(config, DataRegistry()))
 
 
-# serialize_json flips a flag on its registry while it runs: one serializer per thread.
+# Writing a state flips a flag on its registry while it runs (spiff_internals.encoder_mode): one
+# serializer per thread.
 _local = threading.local()
 
 
-def _serializers() -> tuple[BpmnWorkflowSerializer, BpmnWorkflowSerializer]:
-    pair = getattr(_local, "pair", None)
-    if pair is None:
-        pair = _local.pair = (make_serializer(), _make_instance_serializer())
-    return pair
+def _serializers() -> tuple[BpmnWorkflowSerializer, BpmnWorkflowSerializer, type[json.JSONEncoder]]:
+    """The full serializer, the instance serializer and its standard-library encoder class."""
+    found = getattr(_local, "serializers", None)
+    if found is None:
+        instance = _make_instance_serializer()
+        found = _local.serializers = (make_serializer(), instance, create_encoder(instance.registry))
+    return found
 
 
 def spec_to_json(spec: BpmnProcessSpec, subprocess_specs: dict[str, BpmnProcessSpec]) -> str:
@@ -142,15 +126,93 @@ def load_spec(spec_json: str) -> tuple[BpmnProcessSpec, dict[str, BpmnProcessSpe
 def workflow_to_json(workflow: BpmnWorkflow, extra: dict[str, Any] | None = None) -> str:
     """An instance's state: the workflow without its spec (stored once, per definition), and the
     caller's ``extra`` top-level keys (Baton's state version)."""
-    serializer = _serializers()[1]
-    serializer.registry._encoder_mode = True  # what serialize_json does around to_dict
-    try:
-        dct = serializer.to_dict(workflow)
-        dct[VERSION_KEY] = serializer.VERSION
-        dct.update(extra or {})
-        return json.dumps(dct, cls=serializer._encoder_cls)
-    finally:
-        serializer.registry._encoder_mode = False
+    _full, serializer, encoder = _serializers()
+    with encoder_mode(serializer.registry):  # what serialize_json does around to_dict
+        dct = {VERSION_KEY: serializer.VERSION, **serializer.to_dict(workflow), **(extra or {})}
+        try:
+            ready = _orjson_ready(dct, serializer.registry)
+            return orjson.dumps(ready, option=_ORJSON_OPTIONS).decode()
+        except (_NotExact, orjson.JSONEncodeError):
+            return json.dumps(dct, cls=encoder)
+
+
+# States orjson writes start with this (the version key first, its text value right after the
+# colon); the standard library's writes never do (its default separator puts a space between).
+_ORJSON_PREFIX = '{"' + VERSION_KEY + '":"'
+# Should a value the registry did not convert reach orjson anyway, it refuses it (and the standard
+# library writes the state) instead of writing it its own way.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
+_ORJSON_MAX_DEPTH = 240  # orjson refuses past 254 levels; the state itself takes up to 6
+_INT_MIN, _INT_END = -2**63, 2**64  # orjson writes the integers of this range (json: any)
+
+
+class _NotExact(Exception):
+    """The state holds a value orjson would not write as the standard library reads it back."""
+
+
+def _orjson_ready(state: dict[str, Any], registry) -> dict[str, Any]:
+    """``state`` with the typed values of its data parts converted by the registry. The dicts
+    that hold the parts are the converter's own, made for this state; the parts themselves may be
+    the workflow's data, so ``_ready`` copies what it changes."""
+    for holder, key in data_slots(state):
+        value = holder[key]
+        if value:  # most parts are empty
+            ready = _ready(value, registry, 0)
+            if ready is not value:
+                holder[key] = ready
+    return state
+
+
+def _ready(value: Any, registry, depth: int) -> Any:
+    """``value`` as orjson should get it: the same object when nothing in it needs converting,
+    else a copy with what SpiffWorkflow's JSON encoder (``create_encoder``) converts converted.
+    _NotExact when orjson cannot write it exactly. (Plain values are checked inline: a call per
+    value would cost more than orjson's whole write.)"""
+    kind = type(value)
+    if kind is dict or kind is list or kind is tuple:
+        if depth > _ORJSON_MAX_DEPTH:
+            raise _NotExact
+        if kind is dict:
+            for key in value:
+                if type(key) is not str:
+                    raise _NotExact  # json writes 1, True, None keys as text; orjson refuses them
+            pairs = value.items()
+        else:
+            pairs = enumerate(value)
+        copy = None
+        for slot, item in pairs:
+            kind = type(item)
+            if kind is str or kind is bool or item is None:
+                continue
+            if kind is int:
+                if _INT_MIN <= item < _INT_END:
+                    continue
+                raise _NotExact
+            if kind is float:
+                if item - item == 0.0:  # finite (NaN and the infinities give NaN)
+                    continue
+                raise _NotExact
+            if not item and (kind is dict or kind is list):
+                continue
+            ready = _ready(item, registry, depth + 1)
+            if ready is not item:
+                if copy is None:
+                    copy = dict(value) if type(value) is dict else list(value)
+                copy[slot] = ready
+        return value if copy is None else copy
+    if kind is str or kind is bool or value is None:
+        return value
+    if kind is int or kind is float:
+        _ready([value], registry, depth)  # _NotExact unless orjson writes it exactly
+        return value
+    typename = registry.typenames.get(kind)
+    if typename is not None:
+        return _ready(registry.convert_to_dict[typename](value), registry, depth + 1)
+    if callable(value) or isinstance(value, ModuleType):
+        return None
+    if isinstance(value, set):
+        return _ready(list(value), registry, depth + 1)
+    raise _NotExact
 
 
 def workflow_from_json(text: str, spec: BpmnProcessSpec, subprocess_specs: dict[str, BpmnProcessSpec],
@@ -161,8 +223,12 @@ def workflow_from_json(text: str, spec: BpmnProcessSpec, subprocess_specs: dict[
     ``script_engine`` is required and the workflow is built around it: SpiffWorkflow would
     otherwise make its default engine, which runs ``eval``/``exec`` with full builtins.
     """
+    if spec is None:
+        raise BatonError("A workflow stored without its spec needs the spec to be restored.")
+    if script_engine is None:
+        raise BatonError("A workflow is restored with Baton's sandboxed script engine only.")
     serializer = _serializers()[1]
-    dct = json.loads(text)
+    dct = orjson.loads(text) if text.startswith(_ORJSON_PREFIX) else json.loads(text)
     _require_version(dct.pop(VERSION_KEY, None), "instance state")
     if upgrade is not None:
         dct = upgrade(dct)

@@ -1,4 +1,5 @@
-"""HTTP plumbing shared by every endpoint: JSON error bodies, body limits, health.
+"""HTTP plumbing shared by every endpoint: the unit of work of a request, JSON error bodies, body
+limits, health.
 
 This is the second of the two places where BatonError becomes a wire answer (the other is the
 JSON-RPC adapter, which also answers its own endpoint's HTTP errors): ``BatonError.to_http()``.
@@ -7,19 +8,28 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask, Response, jsonify, request
+from contextlib import AbstractContextManager
+
+from flask import Flask, Response, current_app, jsonify, request
 from sqlalchemy import text
 from werkzeug.exceptions import HTTPException
 
 from engine import json_values
 from engine.errors import BadRequestError, BatonError, HttpStatusError, MethodNotAllowedError, PayloadTooLargeError
 from engine.store.db import db, is_nul_refusal
+from engine.store.unit_of_work import SYSTEM, Actor, UnitOfWork
 
 log = logging.getLogger("baton.http")
 
 _HTTP_REASONS = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
                  405: "method_not_allowed", 409: "conflict", 413: "payload_too_large",
                  415: "unsupported_media_type", 429: "too_many_requests"}
+
+
+def unit_of_work(owner: str, actor: Actor = SYSTEM) -> AbstractContextManager[UnitOfWork]:
+    """The request's unit of work: committed when the block completes, rolled back if it raises.
+    Every door begins its own here (``owner`` names the door in ``baton_transactions_total``)."""
+    return current_app.extensions["baton.units"].begin(owner, actor)
 
 
 def nul_refused() -> BadRequestError:
@@ -75,12 +85,10 @@ def error_response(error: BatonError) -> Response:
 def register_http(app: Flask) -> None:
     @app.errorhandler(BatonError)
     def _baton_error(error: BatonError):
-        db.session.rollback()
         return error_response(error)
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException):
-        db.session.rollback()
         response = error_response(_translated(error, app.config["MAX_CONTENT_LENGTH"]))
         if error.code == 405 and getattr(error, "valid_methods", None):
             response.headers["Allow"] = ", ".join(error.valid_methods)
@@ -88,7 +96,6 @@ def register_http(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception):
-        db.session.rollback()
         if is_nul_refusal(error):
             return error_response(nul_refused())
         log.exception("unhandled error on %s %s", request.method, request.path)
@@ -105,8 +112,9 @@ def register_http(app: Flask) -> None:
     @app.get("/readyz")
     def readyz():
         try:
-            db.session.execute(text("SELECT 1"))
-            db.session.rollback()
+            with unit_of_work("readyz") as uow:
+                uow.execute(text("SELECT 1"))
+                uow.end_read()
         except Exception:
             log.warning("readiness check failed", exc_info=True)
             response = jsonify({"error": {"code": "unavailable", "message": "The database is not reachable."}})

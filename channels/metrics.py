@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from channels.http import unit_of_work
 from engine.gauges import DatabaseGauges
 from engine.telemetry.metrics import DIRECTORY
 
@@ -19,6 +20,8 @@ bp = Blueprint("metrics", __name__)
 def metrics() -> Response:
     registry = CollectorRegistry()
     MultiProcessCollector(registry, path=str(DIRECTORY))
-    registry.register(DatabaseGauges())
     encode, content_type = choose_encoder(request.headers.get("Accept"))  # OpenMetrics when asked for
-    return Response(encode(registry), content_type=content_type)
+    with unit_of_work("metrics") as uow:
+        registry.register(DatabaseGauges(uow))
+        text = encode(registry)
+    return Response(text, content_type=content_type)

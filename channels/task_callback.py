@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from flask import Blueprint, jsonify, request
 
-from channels.http import parse_json_object
+from channels.http import parse_json_object, unit_of_work
 from engine import tasks
 from engine.errors import BadRequestError, NotFoundError
+from engine.store.unit_of_work import Actor
 
 bp = Blueprint("task_callback", __name__)
 
@@ -33,13 +34,15 @@ def _body() -> dict:
 def callback(task_id: int):
     if task_id > _MAX_TASK_ID:
         raise NotFoundError(f"Task {task_id} not found.")
-    task = tasks.authorize_callback(task_id, request.headers.get("X-Callback-Token"))
-    body = _body()
-    for name in body:
-        if name not in _FIELDS:
-            raise BadRequestError(f"The field '{name}' is not allowed; send {{\"result\": {{...}}}}.",
-                                  data={"field": name})
-    result = body.get("result")
-    if result is not None and not isinstance(result, dict):
-        raise BadRequestError("The field 'result' must be an object.", data={"field": "result"})
-    return jsonify(tasks.complete_by_callback(task, result))
+    with unit_of_work("task_callback", Actor("webhook", f"task {task_id} callback")) as uow:
+        task = tasks.authorize_callback(uow, task_id, request.headers.get("X-Callback-Token"))
+        body = _body()
+        for name in body:
+            if name not in _FIELDS:
+                raise BadRequestError(f"The field '{name}' is not allowed; send {{\"result\": {{...}}}}.",
+                                      data={"field": name})
+        result = body.get("result")
+        if result is not None and not isinstance(result, dict):
+            raise BadRequestError("The field 'result' must be an object.", data={"field": "result"})
+        answer = tasks.complete_by_callback(uow, task, result)
+    return jsonify(answer)

@@ -1,18 +1,21 @@
-"""``POST /channels/webchat/{config_id}/inbound``: a customer's message, forwarded by the caller's backend.
+"""``POST /channels/webchat/{config_id}/inbound``: a customer's message, forwarded by the site's backend.
 
-The key (``X-API-Key``, permission ``conversation.send``, of the channel's tenant) is checked first,
-then the channel, then the body; ``engine.conversations.accept`` stores the message and routes it
-or starts the channel's process, and the answer is 202.
+The key (``X-API-Key``) is checked first and counted against its rate limit, then the channel (an
+enabled web-chat channel of the key's tenant; permission ``conversation.send``), then the body
+(``chat_id`` and ``text`` required, ``user_id`` and ``username`` optional, all strings);
+``engine.chat.conversations.accept`` stores the message and hands it to the chat's waiting instance
+or starts the channel's process, in one transaction, and the answer is 202 with what it did.
 """
 from __future__ import annotations
 
 from flask import Blueprint, current_app, jsonify, request
 
-from channels.http import parse_json_object
+from channels.http import parse_json_object, unit_of_work
 from engine import auth
 from engine.chat import conversations
 from engine.chat.outbox import MAX_TEXT
 from engine.errors import BadRequestError, NotFoundError
+from engine.store.unit_of_work import Actor
 from engine.telemetry import context
 
 bp = Blueprint("webchat", __name__)
@@ -51,19 +54,21 @@ def _field(body: dict, name: str, *, required: bool, max_len: int) -> str | None
 
 @bp.post("/channels/webchat/<int:config_id>/inbound")
 def inbound(config_id: int):
-    principal = auth.authenticate(request.headers.get("X-API-Key"))
-    context.set_ids(tenant_id=principal.tenant_id)
-    current_app.extensions["baton"].rate_limits.check_key(principal.key_id)
-    if config_id > _MAX_CONFIG_ID:
-        principal.require(conversations.SEND_PERMISSION)
-        raise NotFoundError(f"Unknown webchat channel {config_id}.")
-    channel = conversations.inbound_channel(config_id, principal, "webchat")
-    body = _body()
-    answer = conversations.accept(channel, conversations.Arrival(
-        chat_id=_field(body, "chat_id", required=True, max_len=MAX_ID),
-        text=_field(body, "text", required=True, max_len=MAX_TEXT),
-        user_id=_field(body, "user_id", required=False, max_len=MAX_ID),
-        username=_field(body, "username", required=False, max_len=MAX_ID)))
+    with unit_of_work("webchat") as uow:  # the key, the channel and the message: one transaction
+        principal = auth.authenticate(uow, request.headers.get("X-API-Key"))
+        context.set_ids(tenant_id=principal.tenant_id)
+        current_app.extensions["baton"].rate_limits.check_key(principal.key_id)
+        if config_id > _MAX_CONFIG_ID:
+            principal.require(conversations.SEND_PERMISSION)
+            raise NotFoundError(f"Unknown webchat channel {config_id}.")
+        channel = conversations.inbound_channel(uow, config_id, principal, "webchat")
+        uow.actor = Actor("channel", channel.name)
+        body = _body()
+        answer = conversations.accept(uow, channel, conversations.Arrival(
+            chat_id=_field(body, "chat_id", required=True, max_len=MAX_ID),
+            text=_field(body, "text", required=True, max_len=MAX_TEXT),
+            user_id=_field(body, "user_id", required=False, max_len=MAX_ID),
+            username=_field(body, "username", required=False, max_len=MAX_ID)))
     response = jsonify(answer)
     response.status_code = 202
     return response

@@ -23,7 +23,8 @@ from channels.http import nul_refused, error_response, parse_json_object
 from channels.request_layer import ROUTE
 from engine import webhooks
 from engine.errors import BadRequestError, BatonError
-from engine.store.db import db, is_nul_refusal
+from engine.store.db import is_nul_refusal
+from engine.store.unit_of_work import Actor, Units
 from engine.telemetry import metrics
 
 bp = Blueprint("webhook", __name__)
@@ -66,6 +67,13 @@ def _call(webhook_id: str, body: bytes, mimetype: str | None, headers) -> webhoo
                                 idempotency_key=headers.get("Idempotency-Key"))
 
 
+def accept(units: Units, call: webhooks.WebhookCall) -> dict:
+    """The call's unit of work (its actor: the webhook, named by the start of its id only: the id is
+    a credential), committed once the instance and its start job are written."""
+    with units.begin("webhook", Actor("webhook", call.webhook_id[:8])) as uow:
+        return webhooks.accept(uow, call)
+
+
 @bp.post(RULE)
 def inbound(webhook_id: str):
     baton = current_app.extensions["baton"]
@@ -73,14 +81,12 @@ def inbound(webhook_id: str):
         baton.rate_limits.check_webhook(webhook_id)
         body = request.get_data(cache=False)
         call = _call(webhook_id, body, request.mimetype or None, request.headers)
-        answer = webhooks.accept(call, engine=db.engine, wakers=baton.wakers)
+        answer = accept(baton.units, call)
     except BatonError as exc:
-        db.session.rollback()
         return error_response(refusal(exc))
     except HTTPException:
         raise  # werkzeug's own (a body over the limit): the app's handler answers it
     except Exception as exc:
-        db.session.rollback()
         if is_nul_refusal(exc):
             return error_response(refusal(nul_refused()))
         log.exception("webhook %s failed", webhook_id[:16])
@@ -104,9 +110,9 @@ class WebhookDoor:
     """WSGI middleware: ``POST /webhooks/inbound/{id}`` with a Content-Length within the limit is
     accepted here; anything else goes to Flask untouched."""
 
-    def __init__(self, wsgi_app, engine, wakers, max_body_bytes: int, rate_limits):
+    def __init__(self, wsgi_app, units: Units, max_body_bytes: int, rate_limits):
         self.wsgi_app = wsgi_app
-        self.accept = partial(webhooks.accept, engine=engine, wakers=wakers)
+        self.accept = partial(accept, units)
         self.max_body_bytes = max_body_bytes
         self.rate_limits = rate_limits
 

@@ -2,46 +2,49 @@
 
 A request enters in ``rpc/`` or ``channels/`` and calls a use case here; the use case writes the
 state change and the job it causes in one transaction; a worker claims the job and the runner
-advances the instance; calls to other servers go out from ``outbound``. The map (the layering
-test, tests/unit/test_layering.py, holds every module to it):
+advances the instance; calls to other servers go out from ``outbound``.
 
-    package     owns                                                          may import (of engine)
-    (top)       use cases: auth, definitions, instances, tasks, external      anything below
-                tasks, messages, webhooks, forms, insight (the console's
-                views of runs), rate limits, retention, gauges read at
-                scrape time, errors, json_values
-    telemetry/  metrics (counters, histograms, their multiprocess files),     nothing
-                the ids a log line carries, the log format
-    store/      models, database setup, the one write path, paging,           errors, telemetry
-                instance state and its version
-    jobs/       the queue (claim, finish, retry policy), job kinds, wakers,   errors, store, telemetry
-                the NOTIFY listener, the worker pool and worker processes
-    sandbox/    expressions, script hosts and their protocol, the             errors, telemetry
-                SpiffWorkflow script engine
-    outbound/   the SSRF guard, HTTP calls, signed durable delivery,          errors, store, jobs, telemetry
-                HTTP service tasks
-    chat/       channel configurations, conversations, the outbox of an       errors, store, jobs, outbound,
-                advance, AI dialogs, messengers                               telemetry
-    runtime/    the runner (the only code that steps SpiffWorkflow), events,  errors, store, jobs, sandbox,
-                stepping and guardrails, outcome, human-task and external-     outbound, chat, telemetry
-                task rows, event subscriptions, message and signal routing,
-                timer starts
+``LAYERS`` below is the map of the whole tree, drawn with what each layer owns in the README's
+layout table; tests/unit/test_layering.py holds every module to it and the table to the map. A row
+lists every layer its modules may reach, directly or through the modules they import (inside
+functions too): a layer whose row is narrower than the rows of what it imports may use only the
+part of them that stays inside its own row. That is why:
 
-``json_values`` (the top's JSON limits and the strict reader every door uses) is, like ``errors``,
-a leaf every sub-package but telemetry may import (left out of the column above).
-
-Nothing in engine/ imports ``rpc``, ``channels``, ``console``, ``app`` or ``cli``; only ``store`` touches
-Flask (the database extension lives there). ``bpmn/`` imports only ``errors`` and ``sandbox`` of
-the engine; ``ai/`` imports nothing of Baton.
+- ``bpmn`` is two halves. What an instance's state is made of (the spec classes, their serializer,
+  the event helpers, re-exported by ``bpmn/__init__``) reaches only ``errors``; deploying
+  (``bpmn.deploy`` and the parser, checks and translators under it) checks a model's code with the
+  ``sandbox``'s own rules, statically, so that no code the sandbox would refuse is ever stored.
+  ``store``, ``outbound`` and ``chat`` use the first half and never load the sandbox; the use cases
+  (``definitions``) deploy.
+- ``chat`` reaches ``ai`` only from its AI turns (``chat.ai_turns``, which ``app`` builds), so the
+  runtime, which reaches the rest of ``chat``, does not load the model providers.
+- ``errors`` and ``json_values`` are leaves (they reach nothing of Baton, like ``telemetry`` and
+  ``ai``) on every row of the engine's parts and ``bpmn``.
+- Only ``store`` touches Flask (the database extension lives there); engine/ and bpmn/ never import
+  ``flask.request``.
 """
 
-# What each sub-package may import of engine/ (itself always); "top" is engine's own modules.
+# What each layer may reach of Baton, directly or not (itself and its parts always). A name covers
+# the layer and every layer under it ("engine" is engine/ with all its parts); "*" is everything.
 LAYERS = {
-    "telemetry": (),
-    "store": ("errors", "json_values", "telemetry"),
-    "jobs": ("errors", "json_values", "store", "telemetry"),
-    "sandbox": ("errors", "json_values", "telemetry"),
-    "outbound": ("errors", "json_values", "store", "jobs", "telemetry"),
-    "chat": ("errors", "json_values", "store", "jobs", "outbound", "telemetry"),
-    "runtime": ("errors", "json_values", "store", "jobs", "sandbox", "outbound", "chat", "telemetry"),
+    "app": ("*",),
+    "cli": ("*",),
+    "rpc": ("engine", "bpmn"),
+    "channels": ("engine", "bpmn"),
+    "console": (),
+    "engine": ("bpmn",),
+    "engine.errors": (),
+    "engine.json_values": (),
+    "engine.telemetry": (),
+    "engine.store": ("engine.errors", "engine.json_values", "engine.telemetry", "bpmn"),
+    "engine.jobs": ("engine.errors", "engine.json_values", "engine.store", "engine.telemetry"),
+    "engine.sandbox": ("engine.errors", "engine.json_values", "engine.telemetry"),
+    "engine.outbound": ("engine.errors", "engine.json_values", "engine.store", "engine.jobs", "engine.telemetry",
+                        "bpmn"),
+    "engine.chat": ("engine.errors", "engine.json_values", "engine.store", "engine.jobs", "engine.outbound",
+                    "engine.telemetry", "bpmn", "ai"),
+    "engine.runtime": ("engine.errors", "engine.json_values", "engine.store", "engine.jobs", "engine.sandbox",
+                       "engine.outbound", "engine.chat", "engine.telemetry", "bpmn"),
+    "bpmn": ("engine.errors", "engine.json_values", "engine.sandbox", "engine.telemetry"),
+    "ai": (),
 }

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 from sqlalchemy import bindparam, select
 
-from engine.store.db import db, iso, utcnow
+from engine.store.db import iso, utcnow
 from engine.errors import ConflictError, ForbiddenError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.store.models import ApiKey, Tenant
 from engine.store.paging import page_of
+from engine.store.unit_of_work import Actor, UnitOfWork
 
 ADMIN = "admin"
 # Method groups that need ``admin``: a key granted ``definition.*`` would be granted nothing.
@@ -35,6 +36,12 @@ class Principal:
     tenant_id: int
     key_id: int
     permissions: tuple[str, ...]
+    name: str = ""
+
+    @property
+    def actor(self) -> Actor:
+        """Who a unit of work acts for when this key calls."""
+        return Actor("api_key", self.name)
 
     def allows(self, permission: str) -> bool:
         return any(_grants(granted, permission) for granted in self.permissions)
@@ -65,20 +72,21 @@ def _hash(key: str) -> str:
 
 
 # Columns, not an ORM entity: read on every request, and the entity's loading cost more than the query.
-_BY_PREFIX = select(ApiKey.id, ApiKey.tenant_id, ApiKey.key_hash, ApiKey.revoked_at, ApiKey.permissions).where(
+_BY_PREFIX = select(ApiKey.id, ApiKey.tenant_id, ApiKey.name, ApiKey.key_hash, ApiKey.revoked_at,
+                    ApiKey.permissions).where(
     ApiKey.prefix == bindparam("prefix"))
 
 
-def authenticate(raw_key: str | None) -> Principal:
+def authenticate(uow: UnitOfWork, raw_key: str | None) -> Principal:
     """The principal of an ``X-API-Key`` value; UnauthorizedError when missing, unknown or revoked."""
     match = _KEY.match(raw_key or "")
     if not match:
         raise UnauthorizedError("A valid API key is required in the X-API-Key header.")
-    row = db.session.connection().execute(_BY_PREFIX, {"prefix": match.group(1)}).first()
+    row = uow.run(_BY_PREFIX, {"prefix": match.group(1)}).first()
     expected = row.key_hash if row is not None else _DUMMY_HASH
     if not hmac.compare_digest(expected, _hash(raw_key)) or row is None or row.revoked_at is not None:
         raise UnauthorizedError("A valid API key is required in the X-API-Key header.")
-    return Principal(tenant_id=row.tenant_id, key_id=row.id, permissions=tuple(row.permissions))
+    return Principal(tenant_id=row.tenant_id, key_id=row.id, permissions=tuple(row.permissions), name=row.name)
 
 
 def validate_permissions(permissions: object) -> list[str]:
@@ -96,7 +104,7 @@ def validate_permissions(permissions: object) -> list[str]:
     return list(dict.fromkeys(permissions))
 
 
-def create_key(tenant_id: int, name: str, permissions: list[str],
+def create_key(uow: UnitOfWork, tenant_id: int, name: str, permissions: list[str],
                granted_by: Principal | None = None) -> tuple[ApiKey, str]:
     """Add a key to the session; returns the row and the key in clear (shown once, never stored).
     ``granted_by``: the key creating it (None from the command line), which may grant only the
@@ -111,47 +119,45 @@ def create_key(tenant_id: int, name: str, permissions: list[str],
     raw = f"bt_{prefix}_{secrets.token_urlsafe(24)}"
     row = ApiKey(tenant_id=tenant_id, name=name, prefix=prefix, key_hash=_hash(raw),
                  permissions=permissions)
-    db.session.add(row)
-    db.session.flush()
+    uow.session.add(row)
+    uow.session.flush()
     return row, raw
 
 
-def create_tenant(name: str) -> tuple[Tenant, str]:
-    """A new tenant and its first admin key (permission ``*``), committed."""
+def create_tenant(uow: UnitOfWork, name: str) -> tuple[Tenant, str]:
+    """A new tenant and its first admin key (permission ``*``), in the unit of work."""
     name = (name or "").strip()
     if not name or len(name) > 100:
         raise InvalidParamsError("The tenant name must be 1 to 100 characters.")
-    if db.session.execute(select(Tenant.id).where(Tenant.name == name)).first():
+    if uow.execute(select(Tenant.id).where(Tenant.name == name)).first():
         raise ConflictError(f"A tenant named '{name}' already exists.")
     tenant = Tenant(name=name)
-    db.session.add(tenant)
-    db.session.flush()
-    _, raw = create_key(tenant.id, "admin", ["*"])
-    db.session.commit()
+    uow.session.add(tenant)
+    uow.session.flush()
+    _, raw = create_key(uow, tenant.id, "admin", ["*"])
     return tenant, raw
 
 
-def list_keys(tenant_id: int, *, page: int, per_page: int) -> dict:
-    return page_of(select(ApiKey).where(ApiKey.tenant_id == tenant_id), ApiKey.id, page=page, per_page=per_page,
+def list_keys(uow: UnitOfWork, tenant_id: int, *, page: int, per_page: int) -> dict:
+    return page_of(uow, select(ApiKey).where(ApiKey.tenant_id == tenant_id), ApiKey.id, page=page, per_page=per_page,
                    scalars=True, item=lambda r: {
                        "key_id": r.id, "name": r.name, "prefix": r.prefix, "permissions": r.permissions,
                        "created_at": iso(r.created_at), "revoked_at": iso(r.revoked_at)})
 
 
-def revoke_key(tenant_id: int, key_id: int) -> dict:
-    row = db.session.execute(
+def revoke_key(uow: UnitOfWork, tenant_id: int, key_id: int) -> dict:
+    row = uow.execute(
         select(ApiKey).where(ApiKey.tenant_id == tenant_id, ApiKey.id == key_id)).scalar_one_or_none()
     if row is None:
         raise NotFoundError(f"API key {key_id} not found.")
     if row.revoked_at is None:
         row.revoked_at = utcnow()
-        db.session.commit()
     return {"key_id": row.id, "revoked": True}
 
 
-def describe(principal: Principal) -> dict:
+def describe(uow: UnitOfWork, principal: Principal) -> dict:
     """The calling key as it may see itself: its tenant, name, prefix and permissions (no secret)."""
-    key = db.session.execute(select(ApiKey.name, ApiKey.prefix, Tenant.name.label("tenant")).join(
+    key = uow.execute(select(ApiKey.name, ApiKey.prefix, Tenant.name.label("tenant")).join(
         Tenant, Tenant.id == ApiKey.tenant_id).where(ApiKey.id == principal.key_id,
                                                      ApiKey.tenant_id == principal.tenant_id)).one()
     return {"tenant": key.tenant, "key_id": principal.key_id, "name": key.name, "prefix": key.prefix,

@@ -11,14 +11,16 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 
-from bpmn import all_task_specs, parse_definitions
-from engine.chat import channel_configs, messenger_calls
-from engine.chat.messengers import TYPES as MESSENGER_TYPES
+from bpmn import all_task_specs
+from bpmn.deploy import parse_definitions
+from engine.chat import channel_configs, messenger_deliveries
+from engine.chat.messengers.registry import MESSENGERS
 from engine.errors import BpmnValidationError, InvalidParamsError, NotFoundError
 from engine.runtime import timer_starts
-from engine.store.db import db, iso
+from engine.store.db import iso
 from engine.store.models import Definition, WebhookRoute
 from engine.store.paging import page_of
+from engine.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger("baton.definitions")
 _CODE = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
@@ -34,9 +36,9 @@ def webhook_url(public_url: str, webhook_id: str) -> str:
     return f"{public_url.rstrip('/')}/webhooks/inbound/{webhook_id}"
 
 
-def deploy(tenant_id: int, xml: str, code: str | None, *, dmn: list[str] = (), public_url: str) -> dict[str, Any]:
+def deploy(uow: UnitOfWork, tenant_id: int, xml: str, code: str | None, *, dmn: list[str] = (), public_url: str) -> dict[str, Any]:
     """Publish a file: each executable pool becomes a new version of its code (its process id, or
-    ``code`` for a file with one), all in one transaction. The answer describes the first (a file
+    ``code`` for a file with one), all in the unit of work. The answer describes the first (a file
     with one process: that one) and lists every definition in ``definitions``."""
     parsed_all = parse_definitions(xml, list(dmn))
     if code is not None and len(parsed_all) > 1:
@@ -49,61 +51,62 @@ def deploy(tenant_id: int, xml: str, code: str | None, *, dmn: list[str] = (), p
         if not _CODE.match(one or ""):
             raise InvalidParamsError("Parameter 'code' must be 1 to 200 letters, digits, '_', '.' or '-'.")
     # A start event's channel (config id or name) must exist, of the trigger's type.
-    bound = [channel_configs.resolve_start_channels(tenant_id, parsed.start_events, CHANNEL_TRIGGERS)
+    bound = [channel_configs.resolve_start_channels(uow, tenant_id, parsed.start_events, CHANNEL_TRIGGERS)
              for parsed in parsed_all]
     for parsed in parsed_all:
         _refuse_buttons_the_messenger_cannot_carry(parsed)
     for attempt in range(3):  # two deploys of one code at once: the loser takes the next version
         try:
-            answers = [_store(tenant_id, xml, list(dmn), one, parsed, public_url, channels)
-                       for one, parsed, channels in zip(codes, parsed_all, bound)]
-            db.session.commit()
-            for answer in answers:
-                log.info("deployed %s version %s (definition %s)", answer["code"], answer["version"],
-                         answer["definition_id"])
-            return {**answers[0], "definitions": answers}
+            with uow.savepoint():
+                answers = [_store(uow, tenant_id, xml, list(dmn), one, parsed, public_url, channels)
+                           for one, parsed, channels in zip(codes, parsed_all, bound)]
+            break
         except IntegrityError:
-            db.session.rollback()
             if attempt == 2:
                 raise
+    for answer in answers:
+        uow.after_commit(lambda answer=answer: log.info("deployed %s version %s (definition %s)", answer["code"],
+                                                        answer["version"], answer["definition_id"]))
+    return {**answers[0], "definitions": answers}
 
 
 def _refuse_buttons_the_messenger_cannot_carry(parsed) -> None:
     """A process a messenger channel starts sends its buttons there: each messenger's limits apply
     (WhatsApp: 3 buttons, titles of 20 characters; Telegram: ids of 64 bytes ...)."""
     errors = []
-    for channel_type in sorted({start.trigger for start in parsed.start_events} & set(MESSENGER_TYPES)):
-        errors += messenger_calls.deploy_refusals(all_task_specs(parsed.spec, parsed.subprocess_specs), channel_type)
+    for channel_type in sorted({start.trigger for start in parsed.start_events} & set(MESSENGERS)):
+        errors += messenger_deliveries.deploy_refusals(all_task_specs(parsed.spec, parsed.subprocess_specs),
+                                                       MESSENGERS[channel_type])
     if errors:
         raise BpmnValidationError(errors)
 
 
-def _store(tenant_id: int, xml: str, dmn: list[str], code: str, parsed, public_url: str,
+def _store(uow: UnitOfWork, tenant_id: int, xml: str, dmn: list[str], code: str, parsed, public_url: str,
            bound: dict[str, int]) -> dict[str, Any]:
-    latest = db.session.execute(
+    latest = uow.execute(
         select(func.max(Definition.version)).where(Definition.tenant_id == tenant_id, Definition.code == code)
     ).scalar_one()
     definition = Definition(
         tenant_id=tenant_id, code=code, version=(latest or 0) + 1, process_id=parsed.process_id,
         name=parsed.name, bpmn_xml=xml, dmn_xml=dmn or None, spec_json=parsed.spec_json,
         start_events=[_start_event(s, bound, parsed.default_start) for s in parsed.start_events])
-    db.session.add(definition)
-    db.session.flush()
+    uow.session.add(definition)
+    uow.session.flush()
     webhooks = []
     for start in parsed.start_events:
         if start.trigger != "webhook":
             continue
-        route = db.session.execute(select(WebhookRoute).where(
+        route = uow.execute(select(WebhookRoute).where(
             WebhookRoute.tenant_id == tenant_id, WebhookRoute.code == code,
             WebhookRoute.start_event_id == start.element_id)).scalar_one_or_none()
         if route is None:
             route = WebhookRoute(tenant_id=tenant_id, code=code, start_event_id=start.element_id,
                                  webhook_id=new_webhook_id())
-            db.session.add(route)
-            db.session.flush()
+            uow.session.add(route)
+            uow.session.flush()
         webhooks.append({"start_event_id": start.element_id, "webhook_id": route.webhook_id,
                          "url": webhook_url(public_url, route.webhook_id)})
-    timer_starts.schedule(definition, getattr(parsed, "timer_starts", []))
+    timer_starts.schedule(uow, definition, getattr(parsed, "timer_starts", []))
     return {"definition_id": definition.id, "code": code, "version": definition.version,
             "webhooks": webhooks,
             "channels": [{"start_event_id": element_id, "config_id": config_id}
@@ -129,16 +132,16 @@ def _summary(definition: Definition) -> dict[str, Any]:
             "start_events": definition.start_events, "created_at": iso(definition.created_at)}
 
 
-def list_definitions(tenant_id: int, *, code: str | None, page: int, per_page: int) -> dict[str, Any]:
+def list_definitions(uow: UnitOfWork, tenant_id: int, *, code: str | None, page: int, per_page: int) -> dict[str, Any]:
     conditions = [Definition.tenant_id == tenant_id]
     if code is not None:
         conditions.append(Definition.code == code)
-    return page_of(select(Definition).where(*conditions), Definition.id, page=page, per_page=per_page,
+    return page_of(uow, select(Definition).where(*conditions), Definition.id, page=page, per_page=per_page,
                    scalars=True, item=_summary)
 
 
-def get_definition(tenant_id: int, definition_id: int) -> dict[str, Any]:
-    definition = db.session.execute(select(Definition).where(
+def get_definition(uow: UnitOfWork, tenant_id: int, definition_id: int) -> dict[str, Any]:
+    definition = uow.execute(select(Definition).where(
         Definition.tenant_id == tenant_id, Definition.id == definition_id)).scalar_one_or_none()
     if definition is None:
         raise NotFoundError(f"Definition {definition_id} not found.")

@@ -6,7 +6,7 @@ Exactly once per lock: fetching locks a row to one worker until ``lock_expires_a
 only the lock's holder, before it expires, can win; the job that carries the result to the
 instance is queued in the same transaction. An expired lock frees the task for the next fetch.
 A long poll waits with no transaction open (``engine.jobs.wakers.LongPoll``). The rows open and
-close with the instance state (``engine.runtime.external_tasks``).
+close with the instance state (``engine.runtime.external_task_rows``).
 """
 from __future__ import annotations
 
@@ -21,14 +21,15 @@ from engine.errors import ConflictError, NotFoundError
 from engine.jobs.kinds import EXTERNAL_RESULT
 from engine.jobs.retry import external_retry_at
 from engine.jobs.wakers import LongPoll
-from engine.store.db import db, is_postgres, iso, utcnow
+from engine.store.db import iso, utcnow
 from engine.store.models import ExternalTask, Instance
 from engine.store.paging import page_of
+from engine.store.unit_of_work import UnitOfWork
 
 STATUSES = ("open", "completed", "cancelled")
 
 
-def fetch_and_lock(tenant_id: int, worker_id: str, topics: dict[str, int], *, max_tasks: int, wait_ms: int,
+def fetch_and_lock(uow: UnitOfWork, tenant_id: int, worker_id: str, topics: dict[str, int], *, max_tasks: int, wait_ms: int,
                    long_poll: LongPoll) -> dict[str, Any]:
     """Lock up to ``max_tasks`` open tasks of ``topics`` ({name: lock duration in ms}) to the
     worker, oldest first; with none, wait up to ``wait_ms`` for some (a long poll)."""
@@ -36,15 +37,15 @@ def fetch_and_lock(tenant_id: int, worker_id: str, topics: dict[str, int], *, ma
     with long_poll.slot() as may_wait:
         while True:
             seen = long_poll.generation()
-            locked = _lock(tenant_id, worker_id, topics, max_tasks)
+            locked = _lock(uow, tenant_id, worker_id, topics, max_tasks)
             remaining = deadline - time.monotonic()
             if locked or not may_wait or remaining <= 0:
                 return {"tasks": locked}
             long_poll.wait(seen, remaining)
 
 
-def _lock(tenant_id: int, worker_id: str, topics: dict[str, int], max_tasks: int) -> list[dict[str, Any]]:
-    """One short transaction: pick and lock; the answer is built before it commits."""
+def _lock(uow: UnitOfWork, tenant_id: int, worker_id: str, topics: dict[str, int], max_tasks: int) -> list[dict[str, Any]]:
+    """Pick and lock, in the unit of work; the answer is built before it commits."""
     now = utcnow()
     pick = (select(ExternalTask).join(Instance, Instance.id == ExternalTask.instance_id)
             .where(ExternalTask.tenant_id == tenant_id, ExternalTask.status == "open",
@@ -53,59 +54,54 @@ def _lock(tenant_id: int, worker_id: str, topics: dict[str, int], max_tasks: int
                    or_(ExternalTask.retries.is_(None), ExternalTask.retries > 0),
                    or_(ExternalTask.retry_at.is_(None), ExternalTask.retry_at <= now))
             .order_by(ExternalTask.id).limit(max_tasks))
-    if is_postgres():
+    if uow.postgres:
         pick = pick.with_for_update(skip_locked=True, of=ExternalTask)
-    rows = db.session.execute(pick).scalars().all()
+    rows = uow.execute(pick).scalars().all()
     if not rows:
-        db.session.rollback()
+        uow.end_read()  # nothing is held while the long poll waits
         return []
     for row in rows:
         row.worker_id = worker_id
         row.lock_expires_at = now + timedelta(milliseconds=topics[row.topic])
-    answer = [{**_item(row), "variables": row.variables or {}} for row in rows]
-    db.session.commit()
-    return answer
+    return [{**_item(row), "variables": row.variables or {}} for row in rows]
 
 
-def complete(tenant_id: int, task_id: int, worker_id: str, variables: dict[str, Any]) -> dict[str, Any]:
-    row = _held(tenant_id, task_id, worker_id, status="completed")
-    _queue_result(row, {"outcome": "complete", "variables": variables})
+def complete(uow: UnitOfWork, tenant_id: int, task_id: int, worker_id: str, variables: dict[str, Any]) -> dict[str, Any]:
+    row = _held(uow, tenant_id, task_id, worker_id, status="completed")
+    _queue_result(uow, row, {"outcome": "complete", "variables": variables})
     return {"task_id": task_id, "status": "completed", "instance_id": row.instance_id}
 
 
-def bpmn_error(tenant_id: int, task_id: int, worker_id: str, error_code: str, message: str | None,
+def bpmn_error(uow: UnitOfWork, tenant_id: int, task_id: int, worker_id: str, error_code: str, message: str | None,
                variables: dict[str, Any]) -> dict[str, Any]:
     """The worker's BPMN error goes to the task's error boundary event (none: the instance fails)."""
-    row = _held(tenant_id, task_id, worker_id, status="completed")
-    _queue_result(row, {"outcome": "bpmn_error", "error_code": error_code, "message": message,
+    row = _held(uow, tenant_id, task_id, worker_id, status="completed")
+    _queue_result(uow, row, {"outcome": "bpmn_error", "error_code": error_code, "message": message,
                         "variables": variables})
     return {"task_id": task_id, "status": "completed", "instance_id": row.instance_id}
 
 
-def failure(tenant_id: int, task_id: int, worker_id: str, message: str, retries: int,
+def failure(uow: UnitOfWork, tenant_id: int, task_id: int, worker_id: str, message: str, retries: int,
             retry_timeout_ms: int) -> dict[str, Any]:
     """With retries left the task is fetchable again after ``retry_timeout_ms``; with none the
     instance fails at the task (``process.retry`` gives it back to the workers)."""
     now = utcnow()
     retry_at = external_retry_at(now, retry_timeout_ms) if retries > 0 else None
-    row = _held(tenant_id, task_id, worker_id, status="open", retries=retries, retry_at=retry_at,
+    row = _held(uow, tenant_id, task_id, worker_id, status="open", retries=retries, retry_at=retry_at,
                 error_message=message)
     if retries == 0:
-        _queue_result(row, {"outcome": "failure", "message": message, "topic": row.topic})
-    else:
-        db.session.commit()
+        _queue_result(uow, row, {"outcome": "failure", "message": message, "topic": row.topic})
     return {"task_id": task_id, "status": "open", "instance_id": row.instance_id, "retries": retries,
             "retry_at": iso(retry_at), "instance_fails": retries == 0}
 
 
-def extend_lock(tenant_id: int, task_id: int, worker_id: str, lock_duration_ms: int) -> dict[str, Any]:
+def extend_lock(uow: UnitOfWork, tenant_id: int, task_id: int, worker_id: str, lock_duration_ms: int) -> dict[str, Any]:
     expires = utcnow() + timedelta(milliseconds=lock_duration_ms)
-    row = _held(tenant_id, task_id, worker_id, status="open", lock_expires_at=expires, keep_lock=True)
-    db.session.commit()
+    row = _held(uow, tenant_id, task_id, worker_id, status="open", lock_expires_at=expires, keep_lock=True)
     return {"task_id": task_id, "worker_id": worker_id, "lock_expires_at": iso(row.lock_expires_at)}
 
 
-def _held(tenant_id: int, task_id: int, worker_id: str, *, status: str, keep_lock: bool = False,
+def _held(uow: UnitOfWork, tenant_id: int, task_id: int, worker_id: str, *, status: str, keep_lock: bool = False,
           **values: Any) -> ExternalTask:
     """Apply ``values`` to a task this worker holds a live lock on, or raise saying why it cannot:
     one conditional UPDATE, so of two reports (or a report and an expiry) exactly one wins."""
@@ -114,15 +110,14 @@ def _held(tenant_id: int, task_id: int, worker_id: str, *, status: str, keep_loc
         values.update(worker_id=None, lock_expires_at=None)
     if status != "open":
         values["completed_at"] = now
-    won = db.session.execute(
+    won = uow.execute(
         update(ExternalTask).where(ExternalTask.id == task_id, ExternalTask.tenant_id == tenant_id,
                                    ExternalTask.status == "open", ExternalTask.worker_id == worker_id,
                                    ExternalTask.lock_expires_at > now)
         .values(status=status, **values)).rowcount == 1
-    row = db.session.execute(select(ExternalTask).where(
+    row = uow.execute(select(ExternalTask).where(
         ExternalTask.id == task_id, ExternalTask.tenant_id == tenant_id)).scalar_one_or_none()
     if not won:
-        db.session.rollback()
         raise _why_not_held(row, task_id, worker_id, now)
     return row
 
@@ -138,16 +133,15 @@ def _why_not_held(row: ExternalTask | None, task_id: int, worker_id: str, now) -
                          f"{iso(row.lock_expires_at)}; fetch it again.")
 
 
-def _queue_result(row: ExternalTask, result: dict[str, Any]) -> None:
+def _queue_result(uow: UnitOfWork, row: ExternalTask, result: dict[str, Any]) -> None:
     """The job that carries the worker's result to the instance, in the report's transaction."""
-    jobs.enqueue(row.tenant_id, EXTERNAL_RESULT, instance_id=row.instance_id,
+    jobs.enqueue(uow, row.tenant_id, EXTERNAL_RESULT, instance_id=row.instance_id,
                  payload={"spiff_task_id": row.spiff_task_id, **result})
-    db.session.commit()
 
 
-def cancel_open(instance_id: int) -> None:
+def cancel_open(uow: UnitOfWork, instance_id: int) -> None:
     """Every open external task of an instance becomes cancelled (the instance was cancelled)."""
-    db.session.execute(update(ExternalTask).where(ExternalTask.instance_id == instance_id,
+    uow.execute(update(ExternalTask).where(ExternalTask.instance_id == instance_id,
                                                   ExternalTask.status == "open")
                        .values(status="cancelled", completed_at=utcnow(), worker_id=None, lock_expires_at=None))
 
@@ -159,7 +153,7 @@ def _item(row: ExternalTask) -> dict[str, Any]:
             "retries": row.retries, "error_message": row.error_message}
 
 
-def list_tasks(tenant_id: int, *, status: str | None, topic: str | None, instance_id: int | None,
+def list_tasks(uow: UnitOfWork, tenant_id: int, *, status: str | None, topic: str | None, instance_id: int | None,
                page: int, per_page: int) -> dict[str, Any]:
     """The tenant's external tasks, newest first; a lock shows only while it holds."""
     conditions = [ExternalTask.tenant_id == tenant_id]
@@ -176,5 +170,5 @@ def list_tasks(tenant_id: int, *, status: str | None, topic: str | None, instanc
                 "variables": row.variables or {}, "created_at": iso(row.created_at),
                 "completed_at": iso(row.completed_at)}
 
-    return page_of(select(ExternalTask).where(*conditions), ExternalTask.id, page=page, per_page=per_page,
+    return page_of(uow, select(ExternalTask).where(*conditions), ExternalTask.id, page=page, per_page=per_page,
                    scalars=True, item=item)

@@ -10,34 +10,38 @@ from __future__ import annotations
 from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, or_, select
 
-from engine.store.db import db, utcnow
+from engine.store.db import utcnow
 from engine.store.models import AiDialog, Delivery, Instance, Job
+from engine.store.unit_of_work import UnitOfWork
 
 
 class DatabaseGauges:
-    """A prometheus_client collector (``collect``); needs an app context (the scraping request's)."""
+    """A prometheus_client collector (``collect``), reading in the scraping request's unit of work."""
+
+    def __init__(self, uow: UnitOfWork):
+        self.uow = uow
 
     def describe(self):
         return []  # read only when scraped: registering must not query the database
 
     def collect(self):
-        now = utcnow()
+        now, uow = utcnow(), self.uow
         free = or_(Job.locked_until.is_(None), Job.locked_until < now)
         try:
-            pending, due, running = db.session.execute(select(
+            pending, due, running = uow.execute(select(
                 func.count(),
                 func.count().filter(Job.run_at <= now, free),
                 func.count().filter(Job.locked_until >= now))).one()
-            by_kind = db.session.execute(
+            by_kind = uow.execute(
                 select(Job.kind, func.count(), func.min(Job.run_at))
                 .where(Job.run_at <= now, free).group_by(Job.kind)).all()
-            instances = db.session.execute(select(Instance.status, func.count()).group_by(Instance.status)).all()
-            dead = db.session.execute(select(func.count()).select_from(Delivery)
+            instances = uow.execute(select(Instance.status, func.count()).group_by(Instance.status)).all()
+            dead = uow.execute(select(func.count()).select_from(Delivery)
                                       .where(Delivery.status == "dead")).scalar_one()
-            talking = db.session.execute(select(func.count()).select_from(AiDialog)
+            talking = uow.execute(select(func.count()).select_from(AiDialog)
                                          .where(AiDialog.status == "active")).scalar_one()
         finally:
-            db.session.rollback()
+            uow.end_read()
         yield _gauge("baton_jobs_pending", "Jobs waiting or running (delayed and held ones included).", pending)
         yield _gauge("baton_jobs_due", "Jobs due now that no worker holds yet.", due)
         yield _gauge("baton_jobs_running", "Jobs a worker holds right now.", running)

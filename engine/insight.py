@@ -16,11 +16,12 @@ from engine import json_values
 from engine.errors import NotFoundError
 from engine.instances import LIST_COLUMNS, list_item, shown_waiting_for
 from engine.runtime.outcome import kind_of
-from engine.store.db import db, is_postgres, iso
+from engine.store.db import iso
 from engine.store.models import Definition, Instance, InstanceSteps, Task
 from engine.store.pruning import FROM
 from engine.store.paging import page_of
 from engine.store.workflows import SpecCache
+from engine.store.unit_of_work import UnitOfWork
 
 MAX_HISTORY = 500           # newest steps an answer lists; ``history_total`` says how many there were
 DEFAULT_SAMPLE, MAX_SAMPLE = 100, 1000
@@ -35,15 +36,15 @@ class Step(NamedTuple):
     state: str               # completed | waiting | failed
 
 
-def instance_path(tenant_id: int, instance_id: int, specs: SpecCache) -> dict[str, Any]:
-    row = db.session.execute(select(
+def instance_path(uow: UnitOfWork, tenant_id: int, instance_id: int, specs: SpecCache) -> dict[str, Any]:
+    row = uow.execute(select(
         Instance.id, Instance.definition_id, Instance.status, Instance.state, Instance.waiting_for,
         Instance.error, Instance.started_at, Instance.completed_at,
     ).where(Instance.tenant_id == tenant_id, Instance.id == instance_id)).first()
     if row is None:
         raise NotFoundError(f"Instance {instance_id} not found.")
-    logged = _logged_steps(tenant_id, [row.id]).get(row.id, [])
-    steps, flows = read_path(specs, tenant_id, row.definition_id, row.state, logged)
+    logged = _logged_steps(uow, tenant_id, [row.id]).get(row.id, [])
+    steps, flows = read_path(uow, specs, tenant_id, row.definition_id, row.state, logged)
     passed: dict[str, dict[str, Any]] = {}
     live_since: dict[str, float] = {}
     for step in steps:
@@ -61,19 +62,19 @@ def instance_path(tenant_id: int, instance_id: int, specs: SpecCache) -> dict[st
         "passed": [{**entry, "first_at": _iso(entry["first_at"]), "last_at": _iso(entry["last_at"])}
                    for entry in passed.values()],
         "flows": [{"from": source, "to": target} for source, target in flows],
-        "waiting": _waiting(tenant_id, row, live_since),
+        "waiting": _waiting(uow, tenant_id, row, live_since),
         "failed": ({"element_id": (row.error or {}).get("element_id"), "message": (row.error or {}).get("message"),
                     "at": iso(row.completed_at)} if row.status == "failed" else None),
         "history": history, "history_total": len(steps),
     }
 
 
-def _logged_steps(tenant_id: int, instance_ids: list[int]) -> dict[int, list[list[Any]]]:
+def _logged_steps(uow: UnitOfWork, tenant_id: int, instance_ids: list[int]) -> dict[int, list[list[Any]]]:
     """The path rows pruned from these instances' trees (``instance_steps``), oldest first."""
     found: dict[int, list[list[Any]]] = {}
     if not instance_ids:
         return found
-    for instance_id, rows in db.session.execute(
+    for instance_id, rows in uow.execute(
             select(InstanceSteps.instance_id, InstanceSteps.steps)
             .where(InstanceSteps.tenant_id == tenant_id, InstanceSteps.instance_id.in_(instance_ids))
             .order_by(InstanceSteps.instance_id, InstanceSteps.id)):
@@ -81,7 +82,7 @@ def _logged_steps(tenant_id: int, instance_ids: list[int]) -> dict[int, list[lis
     return found
 
 
-def read_path(specs: SpecCache, tenant_id: int, definition_id: int, state: str | None,
+def read_path(uow: UnitOfWork, specs: SpecCache, tenant_id: int, definition_id: int, state: str | None,
               logged: list[list[Any]] = ()) -> tuple[list[Step], list[tuple[str, str]]]:
     """The steps of an instance, oldest first, and the distinct (from, to) element pairs it went
     along: the one reader of a path from what is stored (no workflow is restored, nothing runs).
@@ -98,7 +99,7 @@ def read_path(specs: SpecCache, tenant_id: int, definition_id: int, state: str |
     """
     if not state and not logged:
         return [], []
-    spec, own_subprocesses = specs.get(tenant_id, definition_id)
+    spec, own_subprocesses = specs.get(uow, tenant_id, definition_id)
     shown = {spec.name: spec, **{name: sub for name, sub in own_subprocesses.items()}}
     steps: list[Step] = []
     flows: dict[tuple[str, str], None] = {}
@@ -225,11 +226,11 @@ def _kind(state: int | None, element_id: str, completed: set[str]) -> str | None
     return False
 
 
-def _waiting(tenant_id: int, row, live_since: dict[str, float]) -> list[dict[str, Any]]:
+def _waiting(uow: UnitOfWork, tenant_id: int, row, live_since: dict[str, float]) -> list[dict[str, Any]]:
     if row.status != "running":
         return []
     open_tasks: dict[str, list[int]] = {}
-    for task_id, element_id in db.session.execute(select(Task.id, Task.element_id).where(
+    for task_id, element_id in uow.execute(select(Task.id, Task.element_id).where(
             Task.tenant_id == tenant_id, Task.instance_id == row.id, Task.status == "in_progress")
             .order_by(Task.id)):
         open_tasks.setdefault(element_id, []).append(task_id)
@@ -250,10 +251,10 @@ def _iso(epoch: float) -> str:
 # --- definition.stats ------------------------------------------------------------------------
 
 
-def definition_stats(tenant_id: int, definition_id: int, sample: int, specs: SpecCache) -> dict[str, Any]:
-    _require_definition(tenant_id, definition_id)
+def definition_stats(uow: UnitOfWork, tenant_id: int, definition_id: int, sample: int, specs: SpecCache) -> dict[str, Any]:
+    _require_definition(uow, tenant_id, definition_id)
     of_definition = (Instance.tenant_id == tenant_id, Instance.definition_id == definition_id)
-    by_status = dict(db.session.execute(
+    by_status = dict(uow.execute(
         select(Instance.status, func.count()).where(*of_definition).group_by(Instance.status)).all())
     counts: dict[str, dict[str, int]] = {}
 
@@ -261,23 +262,23 @@ def definition_stats(tenant_id: int, definition_id: int, sample: int, specs: Spe
         if element_id:
             counts.setdefault(element_id, {"waiting": 0, "failed": 0, "passed": 0})[key] += amount
 
-    entry = _waiting_entries()
-    element = _json_text(entry.c.value, "element_id")
-    for element_id, amount in db.session.execute(
+    entry = _waiting_entries(uow)
+    element = _json_text(uow, entry.c.value, "element_id")
+    for element_id, amount in uow.execute(
             select(element, func.count(func.distinct(Instance.id))).select_from(Instance).join(entry, true())
             .where(*of_definition, Instance.status == "running").group_by(element)):
         bump(element_id, "waiting", amount)
-    failed_at = _json_text(Instance.error, "element_id")
-    for element_id, amount in db.session.execute(
+    failed_at = _json_text(uow, Instance.error, "element_id")
+    for element_id, amount in uow.execute(
             select(failed_at, func.count()).where(*of_definition, Instance.status == "failed").group_by(failed_at)):
         bump(element_id, "failed", amount)
     sampled = 0
     if sample:
-        states = db.session.execute(select(Instance.id, Instance.state).where(*of_definition)
+        states = uow.execute(select(Instance.id, Instance.state).where(*of_definition)
                                     .order_by(Instance.id.desc()).limit(sample)).all()
-        logged = _logged_steps(tenant_id, [instance_id for instance_id, _ in states])
+        logged = _logged_steps(uow, tenant_id, [instance_id for instance_id, _ in states])
         for instance_id, state in states:
-            steps, _ = read_path(specs, tenant_id, definition_id, state, logged.get(instance_id, []))
+            steps, _ = read_path(uow, specs, tenant_id, definition_id, state, logged.get(instance_id, []))
             for element_id in {step.element["element_id"] for step in steps if step.state == "completed"}:
                 bump(element_id, "passed", 1)
         sampled = len(states)
@@ -289,37 +290,37 @@ def definition_stats(tenant_id: int, definition_id: int, sample: int, specs: Spe
     }
 
 
-def instances_at(tenant_id: int, definition_id: int, element_id: str, state: str,
+def instances_at(uow: UnitOfWork, tenant_id: int, definition_id: int, element_id: str, state: str,
                  *, page: int, per_page: int) -> dict[str, Any]:
     """The instances of a definition waiting at (running) or failed at one element, newest first."""
-    _require_definition(tenant_id, definition_id)
+    _require_definition(uow, tenant_id, definition_id)
     conditions = [Instance.tenant_id == tenant_id, Instance.definition_id == definition_id]
     if state == "failed":
-        conditions += [Instance.status == "failed", _json_text(Instance.error, "element_id") == element_id]
+        conditions += [Instance.status == "failed", _json_text(uow, Instance.error, "element_id") == element_id]
     else:
-        entry = _waiting_entries()
+        entry = _waiting_entries(uow)
         conditions += [Instance.status == "running",
                        exists(select(literal_column("1")).select_from(entry)
-                              .where(_json_text(entry.c.value, "element_id") == element_id))]
-    return page_of(select(*LIST_COLUMNS).where(*conditions), Instance.id,
+                              .where(_json_text(uow, entry.c.value, "element_id") == element_id))]
+    return page_of(uow, select(*LIST_COLUMNS).where(*conditions), Instance.id,
                    page=page, per_page=per_page, item=list_item)
 
 
-def _require_definition(tenant_id: int, definition_id: int) -> None:
-    if db.session.execute(select(Definition.id).where(
+def _require_definition(uow: UnitOfWork, tenant_id: int, definition_id: int) -> None:
+    if uow.execute(select(Definition.id).where(
             Definition.tenant_id == tenant_id, Definition.id == definition_id)).first() is None:
         raise NotFoundError(f"Definition {definition_id} not found.")
 
 
-def _waiting_entries():
+def _waiting_entries(uow: UnitOfWork):
     """The entries of ``instances.waiting_for`` as rows (a correlated table function, in SQL)."""
-    if is_postgres():
+    if uow.postgres:
         return func.json_array_elements(Instance.waiting_for).table_valued("value").alias("entry")
     return func.json_each(Instance.waiting_for).table_valued("value").alias("entry")
 
 
-def _json_text(column, key: str):
-    if is_postgres():
+def _json_text(uow: UnitOfWork, column, key: str):
+    if uow.postgres:
         return column.op("->>")(key)
     return func.json_extract(column, f"$.{key}")
 

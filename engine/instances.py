@@ -13,25 +13,26 @@ from engine import external_tasks, jobs, tasks
 from engine.chat import outbox
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.jobs.kinds import MESSAGE, RETRY, START
-from engine.runtime import subscriptions
+from engine.runtime import subscription_rows
 from engine.runtime.routing import QUEUED
 from engine.store import workflows, writes
-from engine.store.db import db, iso, utcnow
+from engine.store.db import iso, utcnow
 from engine.store.models import Definition, Instance, Job
 from engine.store.paging import page_of
 from engine.telemetry import metrics
+from engine.store.unit_of_work import UnitOfWork
 
 STATUSES = ("running", "completed", "cancelled", "failed")
 _QUEUED = QUEUED  # a waiting_for entry already claimed by an accepted message
 
 
-def resolve_definition(tenant_id: int, reference: int | str) -> Definition:
+def resolve_definition(uow: UnitOfWork, tenant_id: int, reference: int | str) -> Definition:
     """An integer is that exact definition; a string is a code and means its latest version."""
     query = select(Definition).where(Definition.tenant_id == tenant_id)
     if isinstance(reference, int):
-        definition = db.session.execute(query.where(Definition.id == reference)).scalar_one_or_none()
+        definition = uow.execute(query.where(Definition.id == reference)).scalar_one_or_none()
     else:
-        definition = db.session.execute(
+        definition = uow.execute(
             query.where(Definition.code == reference).order_by(Definition.version.desc()).limit(1)
         ).scalar_one_or_none()
     if definition is None:
@@ -39,22 +40,18 @@ def resolve_definition(tenant_id: int, reference: int | str) -> Definition:
     return definition
 
 
-def start(tenant_id: int, definition: Definition, variables: dict[str, Any] | None,
-          *, commit: bool = True) -> dict[str, Any]:
-    """Create a running instance and its start job in the current transaction."""
+def start(uow: UnitOfWork, tenant_id: int, definition: Definition, variables: dict[str, Any] | None) -> dict[str, Any]:
+    """Create a running instance and its start job in the unit of work."""
     if variables is not None and not isinstance(variables, dict):
         raise InvalidParamsError("Parameter 'variables' must be an object.")
     default = next((s["element_id"] for s in definition.start_events or [] if s.get("default")), None)
-    instance_id = writes.create_instance(writes.SessionExecutor(), tenant_id, definition.id, dict(variables or {}),
+    instance_id = writes.create_instance(uow, tenant_id, definition.id, dict(variables or {}),
                                          START, {"start_event": default} if default else None)
-    answer = {"instance_id": instance_id, "status": "running", "definition_id": definition.id}
-    if commit:
-        db.session.commit()
-    return answer
+    return {"instance_id": instance_id, "status": "running", "definition_id": definition.id}
 
 
-def _get(tenant_id: int, instance_id: int) -> Instance:
-    instance = db.session.execute(
+def _get(uow: UnitOfWork, tenant_id: int, instance_id: int) -> Instance:
+    instance = uow.execute(
         select(Instance).where(Instance.tenant_id == tenant_id, Instance.id == instance_id)
     ).scalar_one_or_none()
     if instance is None:
@@ -62,9 +59,9 @@ def _get(tenant_id: int, instance_id: int) -> Instance:
     return instance
 
 
-def status(tenant_id: int, instance_id: int) -> dict[str, Any]:
-    instance = _get(tenant_id, instance_id)
-    definition = db.session.get(Definition, instance.definition_id)
+def status(uow: UnitOfWork, tenant_id: int, instance_id: int) -> dict[str, Any]:
+    instance = _get(uow, tenant_id, instance_id)
+    definition = uow.session.get(Definition, instance.definition_id)
     variables = instance.variables or {}
     if instance.output_keys:
         variables = {key: variables[key] for key in instance.output_keys if key in variables}
@@ -87,41 +84,40 @@ def shown_waiting_for(entries: list[dict[str, Any]] | None) -> list[dict[str, An
     return [{k: v for k, v in entry.items() if k != _QUEUED} for entry in entries or []]
 
 
-def cancel(tenant_id: int, instance_id: int) -> dict[str, Any]:
+def cancel(uow: UnitOfWork, tenant_id: int, instance_id: int) -> dict[str, Any]:
     """Cancel a running instance: its pending jobs go with it; a saving worker loses its race."""
-    instance = _get(tenant_id, instance_id)
+    instance = _get(uow, tenant_id, instance_id)
     if instance.status in ("completed", "failed"):
         raise ConflictError(f"Instance {instance_id} is {instance.status} and cannot be cancelled.")
     if instance.status == "running":
         # Locks in the order an advance's save takes them (its job, then the instance): the
         # other order deadlocked on PostgreSQL with a save in flight, and the cancel failed.
-        db.session.execute(select(Job.id).where(Job.instance_id == instance.id).order_by(Job.id).with_for_update())
-        cancelled = db.session.execute(
+        uow.execute(select(Job.id).where(Job.instance_id == instance.id).order_by(Job.id).with_for_update())
+        cancelled = uow.execute(
             update(Instance).where(Instance.id == instance.id, Instance.status == "running")
             .values(status="cancelled", completed_at=utcnow(), waiting_for=[],
                     revision=Instance.revision + 1))
         if cancelled.rowcount != 1:  # it ended meanwhile (a save won the race): answer as for an ended one
-            db.session.rollback()
-            return cancel(tenant_id, instance_id)
-        db.session.execute(delete(Job).where(Job.instance_id == instance.id))
-        tasks.cancel_open(instance.id)
-        external_tasks.cancel_open(instance.id)
-        subscriptions.drop(instance.id)
-        outbox.close_for_instance(instance.id)
-        definition_id = instance.definition_id
-        db.session.commit()
-        metrics.INSTANCES_ENDED.labels(workflows.definition_code(definition_id), "cancelled").inc()
+            uow.session.refresh(instance)
+            return cancel(uow, tenant_id, instance_id)
+        uow.execute(delete(Job).where(Job.instance_id == instance.id))
+        tasks.cancel_open(uow, instance.id)
+        external_tasks.cancel_open(uow, instance.id)
+        subscription_rows.drop(uow, instance.id)
+        outbox.close_for_instance(uow, instance.id)
+        code = workflows.definition_code(uow, instance.definition_id)
+        uow.after_commit(lambda: metrics.INSTANCES_ENDED.labels(code, "cancelled").inc())
     return {"instance_id": instance.id, "status": "cancelled"}
 
 
-def list_instances(tenant_id: int, *, status: str | None, definition_id: int | None,
+def list_instances(uow: UnitOfWork, tenant_id: int, *, status: str | None, definition_id: int | None,
                    page: int, per_page: int) -> dict[str, Any]:
     conditions = [Instance.tenant_id == tenant_id]
     if status is not None:
         conditions.append(Instance.status == status)
     if definition_id is not None:
         conditions.append(Instance.definition_id == definition_id)
-    return page_of(select(*LIST_COLUMNS).where(*conditions), Instance.id,
+    return page_of(uow, select(*LIST_COLUMNS).where(*conditions), Instance.id,
                    page=page, per_page=per_page, item=list_item)
 
 
@@ -152,10 +148,10 @@ def waiting_elements(waiting_for: list[dict[str, Any]] | None) -> list[str]:
     return list(seen)
 
 
-def send_message(tenant_id: int, instance_id: int, message: str,
+def send_message(uow: UnitOfWork, tenant_id: int, instance_id: int, message: str,
                  variables: dict[str, Any] | None) -> dict[str, Any]:
     """Queue a named message for an instance that waits for it; a ``conflict`` when none waits."""
-    instance = _get(tenant_id, instance_id)
+    instance = _get(uow, tenant_id, instance_id)
     if instance.status != "running":
         raise ConflictError(f"Instance {instance_id} is {instance.status}; it waits for no message.")
     entries = [dict(entry) for entry in instance.waiting_for or []]
@@ -166,33 +162,31 @@ def send_message(tenant_id: int, instance_id: int, message: str,
     # Claim the waiting element for this message (compare-and-swap on the revision), so that a
     # second message sent before the first is applied is refused rather than accepted and dropped.
     waiting[_QUEUED] = True
-    claimed = db.session.execute(
+    claimed = uow.execute(
         update(Instance).where(Instance.id == instance.id, Instance.revision == instance.revision)
         .values(waiting_for=entries, revision=Instance.revision + 1)).rowcount == 1
     if not claimed:
         raise ConflictError(f"Instance {instance_id} changed while the message arrived; send it again.")
-    jobs.enqueue(tenant_id, MESSAGE, instance_id=instance.id,
+    jobs.enqueue(uow, tenant_id, MESSAGE, instance_id=instance.id,
                  payload={"message": message, "variables": variables or {}})
-    db.session.commit()
     return {"instance_id": instance.id, "delivered": True}
 
 
-def retry(tenant_id: int, instance_id: int, variables: dict[str, Any] | None) -> dict[str, Any]:
+def retry(uow: UnitOfWork, tenant_id: int, instance_id: int, variables: dict[str, Any] | None) -> dict[str, Any]:
     """Resume a failed instance at the element that failed, after merging ``variables``."""
-    instance = _get(tenant_id, instance_id)
+    instance = _get(uow, tenant_id, instance_id)
     if instance.status != "failed":
         raise ConflictError(f"Instance {instance_id} is {instance.status}; only failed instances can be retried.")
-    resumed = db.session.execute(
+    resumed = uow.execute(
         update(Instance).where(Instance.id == instance.id, Instance.status == "failed")
         .values(status="running", error=None, completed_at=None, revision=Instance.revision + 1))
     if resumed.rowcount != 1:
         raise ConflictError(f"Instance {instance_id} was retried by another call.")
     payload = {"variables": variables or {}}
     if instance.state is None:  # it failed before its first save: begin again where its start job said
-        held_start = db.session.execute(select(Job.payload).where(
+        held_start = uow.execute(select(Job.payload).where(
             Job.instance_id == instance.id, Job.kind == START, Job.run_at == jobs.HELD_UNTIL)).scalars().first()
         payload.update({k: v for k, v in (held_start or {}).items() if k in ("start_event", "trigger")})
-    jobs.enqueue(tenant_id, RETRY, instance_id=instance.id, payload=payload)
-    jobs.requeue_held(instance.id)  # what an internal failure kept aside runs after the retry
-    db.session.commit()
+    jobs.enqueue(uow, tenant_id, RETRY, instance_id=instance.id, payload=payload)
+    jobs.requeue_held(uow, instance.id)  # what an internal failure kept aside runs after the retry
     return {"instance_id": instance.id, "status": "running"}

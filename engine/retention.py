@@ -1,7 +1,7 @@
 """Retention: what ended long ago is removed, so that storage stays bounded (``BATON_RETENTION_DAYS``).
 
-Removed, tenant by tenant, in small transactions (``batch_size`` rows each, so no lock is held
-for long and other writers interleave between batches):
+Removed, tenant by tenant, in small batches (``Purging``: ``batch_size`` rows each, a unit of work
+of its own, so no lock is held for long and other writers interleave between batches):
 
 - instances that ended (completed, failed, cancelled) before the cutoff, with everything that
   hangs off them: human tasks, external tasks, event subscriptions, their jobs (a failed
@@ -39,11 +39,12 @@ from sqlalchemy import delete, exists, func, or_, select, text, update
 
 from engine import jobs
 from engine.jobs.kinds import OPERATOR, RETENTION, THROWN
-from engine.store.db import db, is_postgres, utcnow
-from engine.telemetry import metrics
+from engine.store.db import utcnow
 from engine.store.models import (AiDialog, Conversation, Delivery, EventSubscription, ExternalTask,
                                  IdempotencyRecord, InboundReceipt, Instance, Job, Message, Task, Tenant,
                                  WebhookRoute)
+from engine.store.unit_of_work import UnitOfWork
+from engine.telemetry import metrics
 
 log = logging.getLogger("baton.retention")
 
@@ -68,51 +69,65 @@ class Purge:
     cutoff: datetime | None = None
 
 
-def purge(retention: timedelta, *, batch_size: int = 200, budget_s: float | None = None,
-          now: datetime | None = None, rest: float = 1.0) -> Purge:
-    """Remove what ended before ``now - retention`` (see the module's docstring), one batch per
-    transaction; each batch commits. Stops early (``finished`` False) once ``budget_s`` is spent.
+class Purging:
+    """One purge, batch by batch: its owner (the ``retention`` job, the command) runs each batch in a
+    unit of work of its own and rests between them (``rest_s``).
 
     After each batch it rests ``rest`` times as long as the batch took: on SQLite a batch holds
     the one write lock, and back-to-back batches made every other writer queue behind the purge
     (bench/retention.py: concurrent webhook starts 10x slower at p50 without a rest)."""
-    now = utcnow() if now is None else now
-    report = Purge(cutoff=now - retention)
-    deadline = None if budget_s is None else time.monotonic() + budget_s
-    tenant_ids = db.session.execute(select(Tenant.id).order_by(Tenant.id)).scalars().all()
-    db.session.rollback()
-    steps: tuple[Callable[[int, datetime, datetime, int], tuple[int, Counter]], ...] = (
-        _instances_batch, _deliveries_batch, _idempotency_batch, _receipts_batch)
-    for tenant_id in tenant_ids:
-        for step in steps:
-            while True:
-                if deadline is not None and time.monotonic() > deadline:
-                    report.finished = False
-                    return report
-                started = time.perf_counter()
-                try:
-                    picked, removed = step(tenant_id, report.cutoff, now, batch_size)
-                    db.session.commit()
-                except Exception:
-                    db.session.rollback()
-                    raise
-                took = time.perf_counter() - started
-                report.batch_seconds.append(took)
-                report.removed.update(removed)
-                for table, rows in removed.items():
-                    metrics.RETENTION_REMOVED.labels(table).inc(rows)
-                if picked < batch_size:
-                    break
-                time.sleep(took * rest)
-    return report
+
+    STEPS: tuple[Callable[..., tuple[int, Counter]], ...] = ()  # set below, after the batch functions
+
+    def __init__(self, retention: timedelta, *, batch_size: int = 200, budget_s: float | None = None,
+                 now: datetime | None = None, rest: float = 1.0):
+        self.now = utcnow() if now is None else now
+        self.report = Purge(cutoff=self.now - retention)
+        self.batch_size, self.rest = batch_size, rest
+        self.deadline = None if budget_s is None else time.monotonic() + budget_s
+        self._todo: list[tuple[int, int]] | None = None  # (tenant id, step index) still to do
+        self._last_took = 0.0
+
+    def rest_s(self) -> float:
+        """How long to rest before the next batch (a multiple of the last one's time)."""
+        return self._last_took * self.rest
+
+    def step(self, uow: UnitOfWork) -> bool:
+        """Run the next batch in ``uow``; False when there is nothing more to do in this purge (all
+        done, or its time budget spent: ``report.finished`` says which)."""
+        if self._todo is None:
+            tenant_ids = uow.execute(select(Tenant.id).order_by(Tenant.id)).scalars().all()
+            self._todo = [(tenant_id, index) for tenant_id in tenant_ids for index in range(len(self.STEPS))]
+        while self._todo:
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                self.report.finished = False
+                return False
+            tenant_id, index = self._todo[0]
+            started = time.perf_counter()
+            picked, removed = self.STEPS[index](uow, tenant_id, self.report.cutoff, self.now, self.batch_size)
+            took = time.perf_counter() - started
+            self._last_took = took if picked >= self.batch_size else 0.0  # a partial batch: the step is done
+            self.report.batch_seconds.append(took)
+            self.report.removed.update(removed)
+            uow.after_commit(lambda removed=removed: _count(removed))
+            if picked < self.batch_size:
+                self._todo.pop(0)
+            if picked:
+                return bool(self._todo)
+        return False
 
 
-def _ids_in(connection, query) -> list[int]:
-    return list(connection.execute(query).scalars())
+def _count(removed: Counter) -> None:
+    for table, rows in removed.items():
+        metrics.RETENTION_REMOVED.labels(table).inc(rows)
 
 
-def _instances_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
-    connection = db.session.connection()
+def _ids_in(uow: UnitOfWork, query) -> list[int]:
+    return list(uow.run(query).scalars())
+
+
+def _instances_batch(uow: UnitOfWork, tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
+    connection = uow.connection()
     # An HTTP task's call or a thrown event still pending names its instance only in its payload:
     # nothing that ended after the oldest such job was queued is removed until it is done.
     # A job kept aside after repeated failures (held) waits for an operator: only its own instance
@@ -132,13 +147,13 @@ def _instances_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int
                    ~due_or_leased, ~active_chat,
                    *([Instance.id.not_in(sorted(i for i in held if isinstance(i, int)))] if held else []))
             .order_by(Instance.completed_at, Instance.id).limit(limit))
-    if is_postgres():  # a row a concurrent purge (or process.retry) holds is left to it
+    if uow.postgres:  # a row a concurrent purge (or process.retry) holds is left to it
         pick = pick.with_for_update(of=Instance, skip_locked=True)
-    ids = _ids_in(connection, pick)
+    ids = _ids_in(uow, pick)
     removed: Counter = Counter()
     if not ids:
         return 0, removed
-    chats = _ids_in(connection, select(Conversation.id).where(Conversation.instance_id.in_(ids)))
+    chats = _ids_in(uow, select(Conversation.id).where(Conversation.instance_id.in_(ids)))
 
     def remove(name: str, statement) -> None:
         removed[name] += connection.execute(statement).rowcount
@@ -157,13 +172,13 @@ def _instances_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int
     return len(ids), removed
 
 
-def _deliveries_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
-    connection = db.session.connection()
+def _deliveries_batch(uow: UnitOfWork, tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
+    connection = uow.connection()
     pick = (select(Delivery.id)
             .where(Delivery.tenant_id == tenant_id, Delivery.status == "sent", Delivery.sent_at < cutoff,
                    ~exists().where(Message.delivery_id == Delivery.id))
             .order_by(Delivery.sent_at, Delivery.id).limit(limit))
-    ids = _ids_in(connection, pick)
+    ids = _ids_in(uow, pick)
     if not ids:
         return 0, Counter()
     # Still sent when deleted: a messenger's late "failed" receipt makes a delivery dead, and kept.
@@ -171,10 +186,10 @@ def _deliveries_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: in
     return len(ids), Counter(deliveries=gone)
 
 
-def _idempotency_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
-    connection = db.session.connection()
+def _idempotency_batch(uow: UnitOfWork, tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
+    connection = uow.connection()
     routes = select(WebhookRoute.id).where(WebhookRoute.tenant_id == tenant_id)
-    ids = _ids_in(connection, select(IdempotencyRecord.id).where(
+    ids = _ids_in(uow, select(IdempotencyRecord.id).where(
         IdempotencyRecord.route_id.in_(routes), IdempotencyRecord.created_at < now - IDEMPOTENCY_WINDOW)
         .limit(limit))
     if not ids:
@@ -183,9 +198,9 @@ def _idempotency_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: i
     return len(ids), Counter(idempotency_records=gone)
 
 
-def _receipts_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
-    connection = db.session.connection()
-    ids = _ids_in(connection, select(InboundReceipt.id).where(
+def _receipts_batch(uow: UnitOfWork, tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
+    connection = uow.connection()
+    ids = _ids_in(uow, select(InboundReceipt.id).where(
         InboundReceipt.tenant_id == tenant_id, InboundReceipt.created_at < min(cutoff, now - RECEIPT_MIN_AGE))
         .limit(limit))
     if not ids:
@@ -196,19 +211,17 @@ def _receipts_batch(tenant_id: int, cutoff: datetime, now: datetime, limit: int)
 
 # --- the recurring job ------------------------------------------------------------------------
 
-def schedule() -> bool:
-    """Make sure the one ``retention`` job exists (due now when it is new); commits. True when it
-    was added. The job row belongs to the first tenant (a job needs one); it purges every tenant.
-    Nothing is scheduled before a tenant exists: there is nothing to remove."""
-    if is_postgres():  # two processes starting at once must not both add one
-        db.session.execute(_SCHEDULE_LOCK, {"namespace": _LOCK_NAMESPACE})
-    found = db.session.execute(select(Job.id).where(Job.kind == RETENTION).limit(1)).first()
-    owner = None if found is not None else db.session.execute(select(func.min(Tenant.id))).scalar()
+def schedule(uow: UnitOfWork) -> bool:
+    """Make sure the one ``retention`` job exists (due now when it is new), in the unit of work. True
+    when it was added. The job row belongs to the first tenant (a job needs one); it purges every
+    tenant. Nothing is scheduled before a tenant exists: there is nothing to remove."""
+    if uow.postgres:  # two processes starting at once must not both add one
+        uow.execute(_SCHEDULE_LOCK, {"namespace": _LOCK_NAMESPACE})
+    found = uow.execute(select(Job.id).where(Job.kind == RETENTION).limit(1)).first()
+    owner = None if found is not None else uow.execute(select(func.min(Tenant.id))).scalar()
     if owner is None:
-        db.session.rollback()
         return False
-    jobs.enqueue(owner, RETENTION)
-    db.session.commit()
+    jobs.enqueue(uow, owner, RETENTION)
     return True
 
 
@@ -225,27 +238,35 @@ class RetentionRunner:
         self.batch_size = batch_size
         self.budget_s = budget_s
 
-    def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+    def handle(self, job: jobs.ClaimedJob, worker_id: str, uow: UnitOfWork) -> jobs.Then | None:
         # A second retention job (two processes scheduled one at the same moment) is dropped by
         # the first: the oldest row is the schedule.
-        db.session.execute(delete(Job).where(Job.kind == RETENTION, Job.id > job.id))
-        db.session.commit()
-        finished = True
-        if self.retention is not None:
-            report = purge(self.retention, batch_size=self.batch_size, budget_s=self.budget_s)
-            finished = report.finished
-            if report.removed:
-                log.info("retention removed %s", dict(report.removed))
-        _reschedule(job, worker_id, 0.0 if not finished else self.every_s)
+        uow.execute(delete(Job).where(Job.kind == RETENTION, Job.id > job.id))
+        if self.retention is None:
+            _reschedule(uow, job, worker_id, self.every_s)
+            return None
+        purging = Purging(self.retention, batch_size=self.batch_size, budget_s=self.budget_s)
+        return jobs.Then(step=lambda uow, _: self._batch(uow, job, worker_id, purging))
 
-    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+    def _batch(self, uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, purging: Purging) -> jobs.Then | None:
+        """One batch per unit of work, a rest between them; at the end the job moves to its next run."""
+        if purging.step(uow):
+            return jobs.Then(call=lambda: time.sleep(purging.rest_s()),
+                             step=lambda uow, _: self._batch(uow, job, worker_id, purging))
+        if purging.report.removed:
+            log.info("retention removed %s", dict(purging.report.removed))
+        _reschedule(uow, job, worker_id, 0.0 if not purging.report.finished else self.every_s)
+        return None
+
+    def give_up(self, job: jobs.ClaimedJob, worker_id: str, uow: UnitOfWork) -> None:
         """Failing again and again (the log has why): the schedule goes on at the next period."""
-        _reschedule(job, worker_id, self.every_s)
+        _reschedule(uow, job, worker_id, self.every_s)
 
 
-def _reschedule(job: jobs.ClaimedJob, worker_id: str, delay_s: float) -> None:
-    db.session.rollback()
-    db.session.execute(update(Job).where(Job.id == job.id, Job.locked_by == worker_id).values(
+def _reschedule(uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, delay_s: float) -> None:
+    uow.execute(update(Job).where(Job.id == job.id, Job.locked_by == worker_id).values(
         run_at=utcnow() + timedelta(seconds=delay_s), locked_by=None, locked_until=None, attempts=0,
         last_error=None))
-    db.session.commit()
+
+
+Purging.STEPS = (_instances_batch, _deliveries_batch, _idempotency_batch, _receipts_batch)

@@ -3,7 +3,7 @@
 Both ways of completing apply one set of rules (``_complete``): the row is marked completed and
 the job that continues the instance is queued in one transaction; of two concurrent completions
 exactly one wins. The rows themselves open and close with the instance state
-(``engine.runtime.human_tasks``).
+(``engine.runtime.human_task_rows``).
 """
 from __future__ import annotations
 
@@ -16,17 +16,18 @@ from engine import jobs
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.forms import validate_result
 from engine.jobs.kinds import COMPLETE_TASK
-from engine.runtime.human_tasks import hash_token
+from engine.runtime.human_task_rows import hash_token
 from engine.store import task_counts
-from engine.store.db import db, is_postgres, iso, utcnow
+from engine.store.db import iso, utcnow
 from engine.store.models import Conversation, Instance, Task
+from engine.store.unit_of_work import UnitOfWork
 
 STATUSES = ("in_progress", "completed", "cancelled")
 
 
-def cancel_open(instance_id: int) -> None:
+def cancel_open(uow: UnitOfWork, instance_id: int) -> None:
     """Every open task of an instance becomes cancelled (the instance was cancelled)."""
-    db.session.execute(update(Task).where(Task.instance_id == instance_id, Task.status == "in_progress")
+    uow.execute(update(Task).where(Task.instance_id == instance_id, Task.status == "in_progress")
                        .values(status="cancelled", completed_at=utcnow()))
 
 
@@ -38,7 +39,7 @@ def _item(task: Task, binding_id: int | None) -> dict[str, Any]:
             "completed_at": iso(task.completed_at), "result": task.result}
 
 
-def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, definition_id: int | None,
+def list_tasks(uow: UnitOfWork, tenant_id: int, *, status: str | None, instance_id: int | None, definition_id: int | None,
                page: int, per_page: int, task_id: int | None = None) -> dict[str, Any]:
     """One page of the tenant's tasks, newest (highest id) first, and the total: two statements.
 
@@ -63,7 +64,7 @@ def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, d
         # and, given a status as well, would read the tenant's whole status range instead; likelihood()
         # (SQLite's planner hint, a no-op on the value) tells it the instance is the selective term.
         same_instance = Task.instance_id == instance_id
-        if not is_postgres():
+        if not uow.postgres:
             same_instance = func.likelihood(same_instance, literal_column("0.001"))
         conditions.append(same_instance)
     if definition_id is not None:
@@ -71,9 +72,9 @@ def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, d
     if instance_id is None and task_id is None:
         # The tenant's counters (kept by triggers in the tasks' own transactions): a sum of a few
         # rows, where a count(*) read every matching index entry.
-        total = task_counts.total(tenant_id, status=status, definition_id=definition_id)
+        total = task_counts.total(uow, tenant_id, status=status, definition_id=definition_id)
     else:  # one instance's or one task's: a few index entries
-        total = db.session.execute(select(func.count()).select_from(Task).where(*conditions)).scalar_one()
+        total = uow.execute(select(func.count()).select_from(Task).where(*conditions)).scalar_one()
     offset = (page - 1) * per_page
     items = []
     if offset < total:
@@ -85,7 +86,7 @@ def list_tasks(tenant_id: int, *, status: str | None, instance_id: int | None, d
         else:
             ids = _page_ids(conditions, merge, ascending=False, skip=offset, count=count)
         # binding_id: the instance's active conversation, joined in (at most one per instance).
-        rows = db.session.execute(
+        rows = uow.execute(
             select(Task, Conversation.id).join(ids, Task.id == ids.c.id)
             .outerjoin(Conversation, (Conversation.instance_id == Task.instance_id) & (Conversation.status == "active"))
             .order_by(Task.id.desc())).all()
@@ -109,25 +110,25 @@ def _page_ids(conditions: list, merge: bool, *, ascending: bool, skip: int, coun
     return select(merged.c.id).order_by(ordered(merged.c.id)).limit(count).offset(skip).subquery()
 
 
-def complete(tenant_id: int, task_id: int, result: dict[str, Any] | None) -> dict[str, Any]:
+def complete(uow: UnitOfWork, tenant_id: int, task_id: int, result: dict[str, Any] | None) -> dict[str, Any]:
     """``task.complete``: the tenant's task ``task_id`` completes with ``result``."""
     _check_result_type(result)
-    task = db.session.execute(
+    task = uow.execute(
         select(Task).where(Task.tenant_id == tenant_id, Task.id == task_id)).scalar_one_or_none()
     if task is None:
         raise NotFoundError(f"Task {task_id} not found.")
-    return _complete(task, result)
+    return _complete(uow, task, result)
 
 
 _NO_HASH = hash_token("")  # compared against when the task has no token, so every miss costs the same
 
 
-def authorize_callback(task_id: int, token: str | None) -> Task:
+def authorize_callback(uow: UnitOfWork, task_id: int, token: str | None) -> Task:
     """The task a ``POST /tasks/{task_id}/callback`` may complete (checked before its body is read).
 
     Unknown task: NotFoundError. Missing or wrong token (or a task that has none): UnauthorizedError.
     """
-    task = db.session.get(Task, task_id)
+    task = uow.session.get(Task, task_id)
     if task is None:
         raise NotFoundError(f"Task {task_id} not found.")
     presented = hash_token(token) if token else ""
@@ -137,10 +138,10 @@ def authorize_callback(task_id: int, token: str | None) -> Task:
     return task
 
 
-def complete_by_callback(task: Task, result: dict[str, Any] | None) -> dict[str, Any]:
+def complete_by_callback(uow: UnitOfWork, task: Task, result: dict[str, Any] | None) -> dict[str, Any]:
     """Complete an authorized task (``authorize_callback``) with exactly the rules of ``task.complete``."""
     _check_result_type(result)
-    return _complete(task, result)
+    return _complete(uow, task, result)
 
 
 def _check_result_type(result: Any) -> None:
@@ -148,23 +149,21 @@ def _check_result_type(result: Any) -> None:
         raise InvalidParamsError("Parameter 'result' must be an object.", data={"field": "result"})
 
 
-def _complete(task: Task, result: dict[str, Any] | None) -> dict[str, Any]:
+def _complete(uow: UnitOfWork, task: Task, result: dict[str, Any] | None) -> dict[str, Any]:
     """The rules shared by both ways of completing: open task, valid result, running instance, one winner."""
     task_id = task.id
     if task.status != "in_progress":
         raise ConflictError(f"Task {task_id} is {task.status}, not in_progress.")
     checked = validate_result(task.form or [], task.buttons or [], result or {})
-    instance_status = db.session.execute(
+    instance_status = uow.execute(
         select(Instance.status).where(Instance.id == task.instance_id)).scalar_one()
     if instance_status != "running":
         raise ConflictError(f"Task {task_id} belongs to a {instance_status} instance.")
-    won = db.session.execute(
+    won = uow.execute(
         update(Task).where(Task.id == task.id, Task.status == "in_progress")
         .values(status="completed", result=checked, completed_at=utcnow())).rowcount == 1
     if not won:
-        db.session.rollback()
         raise ConflictError(f"Task {task_id} was completed by another call.")
-    jobs.enqueue(task.tenant_id, COMPLETE_TASK, instance_id=task.instance_id,
+    jobs.enqueue(uow, task.tenant_id, COMPLETE_TASK, instance_id=task.instance_id,
                  payload={"spiff_task_id": task.spiff_task_id, "result": checked})
-    db.session.commit()
     return {"task_id": task.id, "status": "completed", "instance_id": task.instance_id}

@@ -3,8 +3,8 @@ through, and the routes' administration (``webhook.list``, ``webhook.rotate``, `
 
 A call starts the latest version of its route's code: one read of the route with that version,
 the optional signature check, the optional ``Idempotency-Key`` (the first answer is replayed for
-24 hours), the instance and its start job, one commit, in a short transaction of its own
-(``engine.store.writes.short_transaction``).
+24 hours), the instance and its start job, in the door's unit of work on the driver connection
+(on PostgreSQL, without a key: one statement in autocommit).
 """
 from __future__ import annotations
 
@@ -13,20 +13,20 @@ import hmac
 from collections import namedtuple
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import and_, bindparam, delete, insert, select
-from sqlalchemy.engine import Engine
 from sqlalchemy.exc import IntegrityError
 
 from engine.definitions import new_webhook_id, webhook_url
 from engine.errors import BadRequestError, BatonError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.jobs.kinds import START
 from engine.store import writes
-from engine.store.db import db, iso, utcnow
+from engine.store.db import iso, utcnow
 from engine.store.models import Definition, IdempotencyRecord, WebhookRoute
 from engine.store.paging import page_of
-from engine.store.statements import Statement
+from engine.store.driver import Statement
+from engine.store.unit_of_work import UnitOfWork
 
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
 MAX_IDEMPOTENCY_KEY = 255
@@ -68,7 +68,7 @@ _REMEMBER = Statement(insert(_records).values(route_id=bindparam("route_id"), ke
                                               response=bindparam("response"), created_at=bindparam("created_at")))
 
 
-def accept(call: WebhookCall, *, engine: Engine, wakers: Callable | None) -> dict[str, Any]:
+def accept(uow: UnitOfWork, call: WebhookCall) -> dict[str, Any]:
     """Start the latest version of the route's code, or replay the first answer to a known key.
 
     NotFoundError (unknown route, or its start event gone from the latest version), UnauthorizedError
@@ -77,64 +77,64 @@ def accept(call: WebhookCall, *, engine: Engine, wakers: Callable | None) -> dic
     key = call.idempotency_key
     if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
         raise BadRequestError(f"The Idempotency-Key header must be 1 to {MAX_IDEMPOTENCY_KEY} characters.")
+    # Without a key the start is one write (the route is read before it): in autocommit on
+    # PostgreSQL. A key adds the record of the answer, which must commit with the instance.
+    uow.on_driver(single_write=key is None)
+    route = _route(uow, call.webhook_id)
+    if key is None:
+        return _start(uow, route, call)
     try:
-        # Without a key the start is one write (the route is read before it): in autocommit on
-        # PostgreSQL. A key adds the record of the answer, which must commit with the instance.
-        with writes.short_transaction(engine, wakers, single_write=key is None) as executor:
-            return _start(executor, call)
-    except (IntegrityError, engine.dialect.loaded_dbapi.IntegrityError):
-        if key is None:
-            raise
+        with uow.savepoint():
+            return _start(uow, route, call)
+    except (IntegrityError, uow.engine.dialect.loaded_dbapi.IntegrityError):
+        pass
     # The same key raced in on another connection and won: answer with its result.
-    with writes.short_transaction(engine, wakers) as executor:
-        route = _route(executor, call.webhook_id)
-        earlier = _earlier_answer(executor, route.route_id, key)
+    earlier = _earlier_answer(uow, route.route_id, key)
     if earlier is None:
         raise BatonError()
     return earlier
 
 
-def _route(executor: writes.Executor, webhook_id: str) -> _Route:
+def _route(uow: UnitOfWork, webhook_id: str) -> _Route:
     if len(webhook_id) > MAX_WEBHOOK_ID or "\x00" in webhook_id:  # no such id can exist
         raise NotFoundError("Unknown webhook.")
-    found = executor.rows(_ROUTE_AND_LATEST, {"webhook_id": webhook_id})
+    found = uow.rows(_ROUTE_AND_LATEST, {"webhook_id": webhook_id})
     if not found:
         raise NotFoundError("Unknown webhook.")
     return _Route(*found[0])
 
 
-def _start(executor: writes.Executor, call: WebhookCall) -> dict[str, Any]:
-    route = _route(executor, call.webhook_id)
+def _start(uow: UnitOfWork, route: _Route, call: WebhookCall) -> dict[str, Any]:
     if route.secret is not None and not (call.signature and hmac.compare_digest(
             call.signature.strip().lower().encode(), signature_of(route.secret, call.body).encode())):
         raise UnauthorizedError("The X-Baton-Signature header is missing or does not match the body.")
     if isinstance(call.variables, BatonError):
         raise call.variables
     if call.idempotency_key is not None:
-        earlier = _earlier_answer(executor, route.route_id, call.idempotency_key)
+        earlier = _earlier_answer(uow, route.route_id, call.idempotency_key)
         if earlier is not None:
             return earlier
     if not any(s["element_id"] == route.start_event_id and s["trigger"] == "webhook" for s in route.start_events):
         raise NotFoundError("This webhook's start event is not in the latest version of its process.")
-    instance_id = writes.create_instance(executor, route.tenant_id, route.definition_id, call.variables, START,
+    instance_id = writes.create_instance(uow, route.tenant_id, route.definition_id, call.variables, START,
                                          {"start_event": route.start_event_id})
     answer = {"instance_id": instance_id, "status": "running", "definition_id": route.definition_id}
     if call.idempotency_key is not None:
         now = utcnow()
         # Keys older than the window are forgotten here, so the table stays as small as a day of calls.
-        executor.count(_FORGET_EXPIRED, {"cutoff": now - IDEMPOTENCY_WINDOW})
-        executor.count(_REMEMBER, {"route_id": route.route_id, "key": call.idempotency_key, "response": answer,
-                                   "created_at": now})
+        uow.count(_FORGET_EXPIRED, {"cutoff": now - IDEMPOTENCY_WINDOW})
+        uow.count(_REMEMBER, {"route_id": route.route_id, "key": call.idempotency_key, "response": answer,
+                              "created_at": now})
     return answer
 
 
-def _earlier_answer(executor: writes.Executor, route_id: int, key: str) -> dict[str, Any] | None:
-    found = executor.rows(_EARLIER, {"route_id": route_id, "key": key})
+def _earlier_answer(uow: UnitOfWork, route_id: int, key: str) -> dict[str, Any] | None:
+    found = uow.rows(_EARLIER, {"route_id": route_id, "key": key})
     if not found:
         return None
     record_id, response, created_at = found[0]
     if created_at < utcnow() - IDEMPOTENCY_WINDOW:
-        executor.count(_FORGET, {"id": record_id})
+        uow.count(_FORGET, {"id": record_id})
         return None
     return dict(response)
 
@@ -146,31 +146,29 @@ def _route_summary(route: WebhookRoute, public_url: str) -> dict[str, Any]:
             "rotated_at": iso(route.rotated_at)}
 
 
-def _tenant_route(tenant_id: int, webhook_id: str) -> WebhookRoute:
-    route = db.session.execute(select(WebhookRoute).where(
+def _tenant_route(uow: UnitOfWork, tenant_id: int, webhook_id: str) -> WebhookRoute:
+    route = uow.execute(select(WebhookRoute).where(
         WebhookRoute.tenant_id == tenant_id, WebhookRoute.webhook_id == webhook_id)).scalar_one_or_none()
     if route is None:
         raise NotFoundError(f"Webhook {webhook_id!r} not found.")
     return route
 
 
-def list_routes(tenant_id: int, public_url: str, *, page: int, per_page: int) -> dict[str, Any]:
-    return page_of(select(WebhookRoute).where(WebhookRoute.tenant_id == tenant_id), WebhookRoute.id,
+def list_routes(uow: UnitOfWork, tenant_id: int, public_url: str, *, page: int, per_page: int) -> dict[str, Any]:
+    return page_of(uow, select(WebhookRoute).where(WebhookRoute.tenant_id == tenant_id), WebhookRoute.id,
                    page=page, per_page=per_page, scalars=True, item=lambda r: _route_summary(r, public_url))
 
 
-def rotate(tenant_id: int, webhook_id: str, public_url: str) -> dict[str, Any]:
-    route = _tenant_route(tenant_id, webhook_id)
+def rotate(uow: UnitOfWork, tenant_id: int, webhook_id: str, public_url: str) -> dict[str, Any]:
+    route = _tenant_route(uow, tenant_id, webhook_id)
     route.webhook_id = new_webhook_id()
     route.rotated_at = utcnow()
-    db.session.commit()
     return _route_summary(route, public_url)
 
 
-def set_secret(tenant_id: int, webhook_id: str, secret: str | None, public_url: str) -> dict[str, Any]:
+def set_secret(uow: UnitOfWork, tenant_id: int, webhook_id: str, secret: str | None, public_url: str) -> dict[str, Any]:
     if secret is not None and not 16 <= len(secret) <= 255:
         raise InvalidParamsError("Parameter 'secret' must be 16 to 255 characters, or null to remove it.")
-    route = _tenant_route(tenant_id, webhook_id)
+    route = _tenant_route(uow, tenant_id, webhook_id)
     route.secret = secret
-    db.session.commit()
     return _route_summary(route, public_url)

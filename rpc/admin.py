@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from engine import auth, definitions, webhooks
 from engine.errors import InvalidParamsError
-from engine.store.db import db
 from rpc.params import (optional_list, optional_str, page_params, reject_unknown, require_int, require_list,
                         require_str)
 from rpc.registry import RpcMethod
@@ -20,57 +19,56 @@ def deploy(ctx, params):
     if len(dmn) > MAX_DMN_FILES:
         raise InvalidParamsError(f"Parameter 'dmn' holds at most {MAX_DMN_FILES} files.", data={"param": "dmn"})
     dmn = [require_str({f"dmn[{i}]": text}, f"dmn[{i}]", max_len=MAX_BPMN_CHARS) for i, text in enumerate(dmn)]
-    return definitions.deploy(ctx.tenant_id, xml, code, dmn=dmn, public_url=ctx.settings.public_url)
+    return definitions.deploy(ctx.uow, ctx.tenant_id, xml, code, dmn=dmn, public_url=ctx.settings.public_url)
 
 
 def definition_list(ctx, params):
     reject_unknown(params, {"code", "page", "per_page"})
     page, per_page = page_params(params)
-    return definitions.list_definitions(ctx.tenant_id, code=optional_str(params, "code", max_len=200),
+    return definitions.list_definitions(ctx.uow, ctx.tenant_id, code=optional_str(params, "code", max_len=200),
                                         page=page, per_page=per_page)
 
 
 def definition_get(ctx, params):
     reject_unknown(params, {"definition_id"})
-    return definitions.get_definition(ctx.tenant_id, require_int(params, "definition_id"))
+    return definitions.get_definition(ctx.uow, ctx.tenant_id, require_int(params, "definition_id"))
 
 
 def apikey_create(ctx, params):
     reject_unknown(params, {"name", "permissions"})
     name = require_str(params, "name", max_len=200)
-    row, raw = auth.create_key(ctx.tenant_id, name, require_list(params, "permissions"),
+    row, raw = auth.create_key(ctx.uow, ctx.tenant_id, name, require_list(params, "permissions"),
                                granted_by=ctx.principal)
-    db.session.commit()
     return {"key_id": row.id, "name": row.name, "permissions": row.permissions, "api_key": raw}
 
 
 def apikey_list(ctx, params):
     reject_unknown(params, {"page", "per_page"})
     page, per_page = page_params(params)
-    return auth.list_keys(ctx.tenant_id, page=page, per_page=per_page)
+    return auth.list_keys(ctx.uow, ctx.tenant_id, page=page, per_page=per_page)
 
 
 def apikey_revoke(ctx, params):
     reject_unknown(params, {"key_id"})
-    return auth.revoke_key(ctx.tenant_id, require_int(params, "key_id"))
+    return auth.revoke_key(ctx.uow, ctx.tenant_id, require_int(params, "key_id"))
 
 
 def webhook_list(ctx, params):
     reject_unknown(params, {"page", "per_page"})
     page, per_page = page_params(params)
-    return webhooks.list_routes(ctx.tenant_id, ctx.settings.public_url, page=page, per_page=per_page)
+    return webhooks.list_routes(ctx.uow, ctx.tenant_id, ctx.settings.public_url, page=page, per_page=per_page)
 
 
 def webhook_rotate(ctx, params):
     reject_unknown(params, {"webhook_id"})
-    return webhooks.rotate(ctx.tenant_id, require_str(params, "webhook_id", max_len=64), ctx.settings.public_url)
+    return webhooks.rotate(ctx.uow, ctx.tenant_id, require_str(params, "webhook_id", max_len=64), ctx.settings.public_url)
 
 
 def webhook_update(ctx, params):
     reject_unknown(params, {"webhook_id", "secret"})
     if "secret" not in params:
         raise InvalidParamsError("Missing required parameter 'secret' (a string, or null to remove it).")
-    return webhooks.set_secret(ctx.tenant_id, require_str(params, "webhook_id", max_len=64),
+    return webhooks.set_secret(ctx.uow, ctx.tenant_id, require_str(params, "webhook_id", max_len=64),
                                optional_str(params, "secret", max_len=255), ctx.settings.public_url)
 
 

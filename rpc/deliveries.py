@@ -13,12 +13,12 @@ def delivery_list(ctx, params):
     reject_unknown(params, {"status", "page", "per_page"})
     page, per_page = page_params(params)
     status = optional_one_of(params, "status", delivery.STATUSES)
-    return delivery.list_deliveries(ctx.tenant_id, status=status, page=page, per_page=per_page)
+    return delivery.list_deliveries(ctx.uow, ctx.tenant_id, status=status, page=page, per_page=per_page)
 
 
 def delivery_retry(ctx, params):
     reject_unknown(params, {"delivery_id"})
-    return delivery.retry(ctx.tenant_id, require_int(params, "delivery_id"))
+    return delivery.retry(ctx.uow, ctx.tenant_id, require_int(params, "delivery_id"))
 
 
 METHODS = (

@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import warnings
+from dataclasses import replace
 from datetime import date, datetime, timezone
 from decimal import Decimal
 from enum import Enum
@@ -38,7 +39,8 @@ from engine.auth import authenticate
 from engine.errors import (BatonError, InvalidParamsError, InvalidRequestError, MethodNotAllowedError,
                            MethodNotFoundError, ParseError, PayloadTooLargeError, TooManyRequestsError,
                            UnauthorizedError)
-from engine.store.db import db, is_nul_refusal, iso
+from engine.store.db import is_nul_refusal, iso
+from engine.store.unit_of_work import Units, run_steps
 from engine.telemetry import context as log_context
 from rpc.registry import MethodTable, RpcContext
 
@@ -49,7 +51,8 @@ MAX_BATCH = 100  # requests in one batch (docs/api.md); each runs in its own tra
 _NO_ID = object()
 
 
-def rpc_blueprint(methods: MethodTable, settings, *, specs=None, long_poll=None, rate_limits=None) -> Blueprint:
+def rpc_blueprint(methods: MethodTable, settings, units: Units, *, specs=None, long_poll=None,
+                  rate_limits=None) -> Blueprint:
     """The endpoint over ``methods`` (``/v1/rpc``, and ``/rpc``, the legacy path where ``process_id``
     stands for ``definition_id``); ``settings``, the spec cache and the long poll reach the handlers in their context;
     ``rate_limits`` (``engine.rate_limits``) counts each HTTP request of a key once, a batch as one."""
@@ -58,11 +61,11 @@ def rpc_blueprint(methods: MethodTable, settings, *, specs=None, long_poll=None,
 
     @bp.route("/v1/rpc", methods=verbs)
     def rpc_v1() -> Response:
-        return _serve(methods, settings, specs, long_poll, rate_limits, legacy=False)
+        return _serve(methods, settings, units, specs, long_poll, rate_limits, legacy=False)
 
     @bp.route("/rpc", methods=verbs)
     def rpc_legacy() -> Response:
-        return _serve(methods, settings, specs, long_poll, rate_limits, legacy=True)
+        return _serve(methods, settings, units, specs, long_poll, rate_limits, legacy=True)
 
     @bp.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
@@ -73,19 +76,32 @@ def rpc_blueprint(methods: MethodTable, settings, *, specs=None, long_poll=None,
     return bp
 
 
-def _serve(methods: MethodTable, settings, specs, long_poll, rate_limits, legacy: bool) -> Response:
+def _serve(methods: MethodTable, settings, units: Units, specs, long_poll, rate_limits, legacy: bool) -> Response:
     if request.method != "POST":
         exc = MethodNotAllowedError(("POST",), "The JSON-RPC endpoint takes POST requests only.")
         response = _reply(_error_answer(exc, None), exc.http_status)
         response.headers["Allow"] = "POST"
         return response
+    # Each call has its own unit of work; the first call's also reads the key (one transaction for
+    # a single call, as a batch's calls never hold SQLite's write lock from one to the next).
+    uow = units.new("rpc")
     try:
-        principal = authenticate(request.headers.get("X-API-Key"))
+        principal = authenticate(uow, request.headers.get("X-API-Key"))
     except UnauthorizedError as exc:
+        uow.rollback()
         return _reply(_error_answer(exc, None), exc.http_status)
     except Exception:
+        uow.rollback()
         log.exception("Authenticating a JSON-RPC call failed")
         return _reply(_error_answer(BatonError(), None), 500)
+    try:
+        return _serve_calls(methods, settings, units, uow, principal, specs, long_poll, rate_limits, legacy)
+    finally:
+        uow.rollback()  # nothing left open, whatever happened (a committed unit has nothing to undo)
+
+
+def _serve_calls(methods: MethodTable, settings, units: Units, uow, principal, specs, long_poll, rate_limits,
+                 legacy: bool) -> Response:
     log_context.set_ids(tenant_id=principal.tenant_id)
     if rate_limits is not None:
         try:
@@ -105,8 +121,9 @@ def _serve(methods: MethodTable, settings, specs, long_poll, rate_limits, legacy
         return _reply(_error_answer(ParseError(f"The body is not valid JSON (UTF-8): {exc}."), None))
     except json_values.JsonValueError as exc:
         return _reply(_error_answer(InvalidRequestError(f"{exc}.", data={"where": exc.where}), None))
+    uow.actor = principal.actor
     context = RpcContext(principal=principal, settings=settings, legacy=legacy, methods=methods, specs=specs,
-                         long_poll=long_poll)
+                         long_poll=long_poll, uow=uow, units=units)
     if not isinstance(payload, list):
         return _reply(_answer(payload, context, methods, depth=0))
     if not payload:
@@ -115,8 +132,12 @@ def _serve(methods: MethodTable, settings, specs, long_poll, rate_limits, legacy
         return _reply(_error_answer(InvalidRequestError(
             f"A batch may hold at most {MAX_BATCH} requests; this one holds {len(payload)}.",
             data={"max_batch": MAX_BATCH}), None))
-    answers = [answer for answer in (_answer(item, context, methods, depth=1) for item in payload)
-               if answer is not None]
+    answers = []
+    for index, item in enumerate(payload):
+        call_context = context if index == 0 else replace(context, uow=units.new("rpc", principal.actor))
+        answer = _answer(item, call_context, methods, depth=1)
+        if answer is not None:
+            answers.append(answer)
     return _reply(answers or None)
 
 
@@ -153,11 +174,12 @@ def _request_problem(item: dict[str, Any]) -> str | None:
 
 def _answer(item: Any, context: RpcContext, methods: MethodTable, depth: int) -> dict[str, Any] | None:
     """The answer to one request object, or None for a notification; ``depth``: 1 inside a batch.
-    Each call ends its own transaction: a batch never holds SQLite's write lock from call to call."""
+    Each call ends its own unit of work (``_invoke`` commits it; anything else rolls it back): a
+    batch never holds SQLite's write lock from call to call."""
     try:
         return _answer_one(item, context, methods, depth)
     finally:
-        _rollback()
+        _rollback(context.uow)
 
 
 def _answer_one(item: Any, context: RpcContext, methods: MethodTable, depth: int) -> dict[str, Any] | None:
@@ -217,18 +239,22 @@ def _invoke(context: RpcContext, methods: MethodTable, name: str, params: Any) -
             raise InvalidParamsError("Params must be an object of named parameters.")
         if context.legacy:
             params = _legacy_params(params)
-        return Success(_jsonable(method.handler(context, params)))
+        result = method.handler(context, params)
+        context.uow.commit()
+        # A method that calls another server between its writes (a messenger's webhook) says so
+        # with ``Then``s: each call with no unit of work open, each step in one of its own.
+        result = run_steps(context.units, "rpc", context.principal.actor, result)
+        return Success(_jsonable(result))
     except BatonError as exc:
-        _rollback()
+        _rollback(context.uow)
         return _baton_error(exc)
     except Exception as exc:
+        _rollback(context.uow)
         if is_nul_refusal(exc):
-            _rollback()
             return _baton_error(InvalidParamsError(
                 "A parameter holds a NUL character (U+0000) where Baton cannot keep one."))
         log.exception("JSON-RPC method %r failed (tenant %s)", name,
                       getattr(context.principal, "tenant_id", None))
-        _rollback()
         return _baton_error(BatonError())
 
 
@@ -254,9 +280,9 @@ def _legacy_params(params: dict[str, Any]) -> dict[str, Any]:
     return renamed
 
 
-def _rollback() -> None:
+def _rollback(uow) -> None:
     try:
-        db.session.rollback()
+        uow.rollback()
     except Exception:
         log.exception("Rolling back after a failed JSON-RPC method failed too")
 

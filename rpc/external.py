@@ -39,7 +39,7 @@ def _topics(params) -> dict[str, int]:
 
 def fetch_and_lock(ctx, params):
     reject_unknown(params, {"worker_id", "topics", "max_tasks", "wait_ms"})
-    return external_tasks.fetch_and_lock(
+    return external_tasks.fetch_and_lock(ctx.uow,
         ctx.tenant_id, _worker(params), _topics(params),
         max_tasks=optional_int(params, "max_tasks", 10, minimum=1, maximum=MAX_TASKS),
         wait_ms=optional_int(params, "wait_ms", 0, minimum=0, maximum=MAX_WAIT_MS),
@@ -48,13 +48,13 @@ def fetch_and_lock(ctx, params):
 
 def complete(ctx, params):
     reject_unknown(params, {"task_id", "worker_id", "variables"})
-    return external_tasks.complete(ctx.tenant_id, require_int(params, "task_id"), _worker(params),
+    return external_tasks.complete(ctx.uow, ctx.tenant_id, require_int(params, "task_id"), _worker(params),
                                    optional_dict(params, "variables") or {})
 
 
 def failure(ctx, params):
     reject_unknown(params, {"task_id", "worker_id", "message", "retries", "retry_timeout_ms"})
-    return external_tasks.failure(
+    return external_tasks.failure(ctx.uow,
         ctx.tenant_id, require_int(params, "task_id"), _worker(params), require_str(params, "message", max_len=2000),
         require_int(params, "retries", minimum=0, maximum=1000),
         optional_int(params, "retry_timeout_ms", 0, minimum=0, maximum=EXTERNAL_RETRY_MAX_MS))
@@ -62,21 +62,21 @@ def failure(ctx, params):
 
 def bpmn_error(ctx, params):
     reject_unknown(params, {"task_id", "worker_id", "error_code", "message", "variables"})
-    return external_tasks.bpmn_error(
+    return external_tasks.bpmn_error(ctx.uow,
         ctx.tenant_id, require_int(params, "task_id"), _worker(params), require_str(params, "error_code", max_len=255),
         optional_str(params, "message", max_len=2000), optional_dict(params, "variables") or {})
 
 
 def extend_lock(ctx, params):
     reject_unknown(params, {"task_id", "worker_id", "lock_duration_ms"})
-    return external_tasks.extend_lock(ctx.tenant_id, require_int(params, "task_id"), _worker(params),
+    return external_tasks.extend_lock(ctx.uow, ctx.tenant_id, require_int(params, "task_id"), _worker(params),
                                       require_int(params, "lock_duration_ms", minimum=1, maximum=MAX_LOCK_MS))
 
 
 def list_(ctx, params):
     reject_unknown(params, {"status", "topic", "instance_id", "page", "per_page"})
     page, per_page = page_params(params)
-    return external_tasks.list_tasks(
+    return external_tasks.list_tasks(ctx.uow,
         ctx.tenant_id, status=optional_one_of(params, "status", external_tasks.STATUSES),
         topic=optional_str(params, "topic", max_len=255), instance_id=optional_int(params, "instance_id", minimum=1),
         page=page, per_page=per_page)

@@ -9,19 +9,19 @@ from rpc.registry import ANY_KEY, RpcMethod
 
 def path(ctx, params):
     reject_unknown(params, {"instance_id"})
-    return insight.instance_path(ctx.tenant_id, require_int(params, "instance_id"), ctx.specs)
+    return insight.instance_path(ctx.uow, ctx.tenant_id, require_int(params, "instance_id"), ctx.specs)
 
 
 def stats(ctx, params):
     reject_unknown(params, {"definition_id", "sample"})
     sample = optional_int(params, "sample", insight.DEFAULT_SAMPLE, minimum=0, maximum=insight.MAX_SAMPLE)
-    return insight.definition_stats(ctx.tenant_id, require_int(params, "definition_id"), sample, ctx.specs)
+    return insight.definition_stats(ctx.uow, ctx.tenant_id, require_int(params, "definition_id"), sample, ctx.specs)
 
 
 def instances_at(ctx, params):
     reject_unknown(params, {"definition_id", "element_id", "state", "page", "per_page"})
     page, per_page = page_params(params)
-    return insight.instances_at(ctx.tenant_id, require_int(params, "definition_id"),
+    return insight.instances_at(ctx.uow, ctx.tenant_id, require_int(params, "definition_id"),
                                 require_str(params, "element_id", max_len=255),
                                 require_one_of(params, "state", ("waiting", "failed")),
                                 page=page, per_page=per_page)
@@ -29,7 +29,7 @@ def instances_at(ctx, params):
 
 def whoami(ctx, params):
     reject_unknown(params, set())
-    return {**auth.describe(ctx.principal), "methods": ctx.methods.callable_by(ctx.principal)}
+    return {**auth.describe(ctx.uow, ctx.principal), "methods": ctx.methods.callable_by(ctx.principal)}
 
 
 METHODS = (

@@ -12,14 +12,14 @@ def correlate(ctx, params):
     every = params.get("all")
     if every is not None and not isinstance(every, bool):
         raise InvalidParamsError("Parameter 'all' must be true or false.", data={"param": "all"})
-    return messages.correlate(ctx.tenant_id, require_str(params, "name", max_len=255),
+    return messages.correlate(ctx.uow, ctx.tenant_id, require_str(params, "name", max_len=255),
                               optional_dict(params, "correlation") or {}, optional_dict(params, "variables") or {},
                               every=bool(every))
 
 
 def broadcast(ctx, params):
     reject_unknown(params, {"name", "variables"})
-    return messages.broadcast(ctx.tenant_id, require_str(params, "name", max_len=255),
+    return messages.broadcast(ctx.uow, ctx.tenant_id, require_str(params, "name", max_len=255),
                               optional_dict(params, "variables") or {})
 
 

@@ -11,37 +11,37 @@ def start(ctx, params):
     reject_unknown(params, {"definition_id", "variables"})
     reference = int_or_str(params, "definition_id")
     variables = optional_dict(params, "variables")
-    definition = instances.resolve_definition(ctx.tenant_id, reference)
-    return instances.start(ctx.tenant_id, definition, variables)
+    definition = instances.resolve_definition(ctx.uow, ctx.tenant_id, reference)
+    return instances.start(ctx.uow, ctx.tenant_id, definition, variables)
 
 
 def status(ctx, params):
     reject_unknown(params, {"instance_id"})
-    return instances.status(ctx.tenant_id, require_int(params, "instance_id"))
+    return instances.status(ctx.uow, ctx.tenant_id, require_int(params, "instance_id"))
 
 
 def cancel(ctx, params):
     reject_unknown(params, {"instance_id"})
-    return instances.cancel(ctx.tenant_id, require_int(params, "instance_id"))
+    return instances.cancel(ctx.uow, ctx.tenant_id, require_int(params, "instance_id"))
 
 
 def list_(ctx, params):
     reject_unknown(params, {"status", "definition_id", "page", "per_page"})
     page, per_page = page_params(params)
-    return instances.list_instances(
+    return instances.list_instances(ctx.uow,
         ctx.tenant_id, status=optional_one_of(params, "status", instances.STATUSES),
         definition_id=optional_int(params, "definition_id", minimum=1), page=page, per_page=per_page)
 
 
 def message(ctx, params):
     reject_unknown(params, {"instance_id", "message", "variables"})
-    return instances.send_message(ctx.tenant_id, require_int(params, "instance_id"),
+    return instances.send_message(ctx.uow, ctx.tenant_id, require_int(params, "instance_id"),
                                   require_str(params, "message", max_len=255), optional_dict(params, "variables"))
 
 
 def retry(ctx, params):
     reject_unknown(params, {"instance_id", "variables"})
-    return instances.retry(ctx.tenant_id, require_int(params, "instance_id"), optional_dict(params, "variables"))
+    return instances.retry(ctx.uow, ctx.tenant_id, require_int(params, "instance_id"), optional_dict(params, "variables"))
 
 
 METHODS = (

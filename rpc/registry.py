@@ -2,8 +2,9 @@
 table (``rpc.build_methods``) and hands it to the endpoint.
 
 A handler is ``handler(ctx: RpcContext, params: dict) -> dict``. It checks its params with
-``rpc.params``, calls the engine, raises errors from ``engine.errors`` and returns a JSON-able dict.
-The adapter (``rpc/endpoint.py``) authenticates, checks ``permission`` and translates errors.
+``rpc.params``, calls the engine with the call's unit of work (``ctx.uow``), raises errors from
+``engine.errors`` and returns a JSON-able dict. The adapter (``rpc/endpoint.py``) authenticates,
+checks ``permission``, commits the call's unit of work (or rolls it back) and translates errors.
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ class RpcContext:
     methods: "MethodTable | None" = None  # the table the call came through (auth.whoami lists it)
     specs: Any = None  # the process's engine.store.workflows.SpecCache (methods that read instance state)
     long_poll: Any = None  # engine.jobs.wakers.LongPoll: how external.fetch_and_lock waits
+    uow: Any = None  # engine.store.unit_of_work.UnitOfWork: this call's, committed by the adapter
+    units: Any = None  # engine.store.unit_of_work.Units: where the adapter begins the units of later steps
 
     @property
     def tenant_id(self) -> int:

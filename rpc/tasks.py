@@ -9,7 +9,7 @@ from rpc.registry import RpcMethod
 def list_(ctx, params):
     reject_unknown(params, {"status", "instance_id", "definition_id", "task_id", "page", "per_page"})
     page, per_page = page_params(params)
-    return tasks.list_tasks(
+    return tasks.list_tasks(ctx.uow,
         ctx.tenant_id, status=optional_one_of(params, "status", tasks.STATUSES),
         instance_id=optional_int(params, "instance_id", minimum=1),
         definition_id=optional_int(params, "definition_id", minimum=1),
@@ -18,7 +18,7 @@ def list_(ctx, params):
 
 def complete(ctx, params):
     reject_unknown(params, {"task_id", "result"})
-    return tasks.complete(ctx.tenant_id, require_int(params, "task_id"), optional_dict(params, "result"))
+    return tasks.complete(ctx.uow, ctx.tenant_id, require_int(params, "task_id"), optional_dict(params, "result"))
 
 
 METHODS = (

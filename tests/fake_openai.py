@@ -34,6 +34,13 @@ _ERROR_TYPES = {400: "invalid_request_error", 401: "invalid_request_error", 403:
 _ERROR_CODES = {401: "invalid_api_key", 404: "model_not_found", 429: "rate_limit_exceeded"}
 
 
+class _Server(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: a burst of parallel calls (several AI turns at
+    # once) on a loaded machine, whose accept thread is slow to run, had SYNs dropped, and the
+    # client sends one again only after 1 s, past a 1 s timeout.
+    request_queue_size = 64
+
+
 class FakeOpenAI:
     """``FakeOpenAI().start()`` or ``with FakeOpenAI() as fake:``; every method is thread-safe."""
 
@@ -98,7 +105,7 @@ class FakeOpenAI:
 
     def start(self) -> FakeOpenAI:
         self._stopping.clear()
-        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), _handler_for(self))
+        self._server = _Server(("127.0.0.1", self.port), _handler_for(self))
         self._server.daemon_threads = True
         self._server.block_on_close = False     # keep-alive handlers end when their client closes
         threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},

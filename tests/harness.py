@@ -258,3 +258,24 @@ def server_with_model(database_url: str, workdir: Path, **env: str) -> Iterator[
         fake.stop()
         if database_url.startswith("postgresql"):
             drop_postgres_database(database_url)
+
+
+def unit_of_work_of(app, owner: str = "test"):
+    """A unit of work on ``app``'s database for a test that writes or reads rows itself (reused after
+    each ``commit`` or ``rollback``; its session is the app context's active where first used)."""
+    from engine.store.db import db
+    from engine.store.unit_of_work import UnitOfWork
+
+    with app.app_context():
+        engine = db.engine
+    return UnitOfWork(engine, app.extensions["baton.units"].wakers, owner=owner)
+
+
+def claim_jobs(units, worker_id: str, lease_seconds: float, limit: int = 1) -> list:
+    """Lease up to ``limit`` ready jobs as a worker's claim does: a unit of work of its own on the
+    driver connection (one statement on PostgreSQL), committed."""
+    from engine import jobs
+
+    with units.begin("claim", on_driver=True, single_write=True) as uow:
+        return jobs.claim(uow, worker_id, lease_seconds, limit=limit)
+

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import re
 
+from bpmn.dmn.hit_policies import INPUT
 from bpmn.expressions.grammar import Parser
 from bpmn.expressions.python import to_python, translate
 from engine.sandbox import check_expression
 
-INPUT = "dmn_input"  # the name the column's value has inside a test
 _QUESTION = re.compile(r"""\?(?=(?:[^'"]|'[^']*'|"[^"]*")*$)""")  # a ? outside quotes (Spiff's cells)
 
 

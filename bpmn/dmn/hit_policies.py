@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from bpmn.dmn.cells import INPUT
-
+INPUT = "dmn_input"  # the name the column's value has inside a test (bpmn.dmn.cells writes the tests at deploy)
 SINGLE = ("UNIQUE", "FIRST", "PRIORITY", "ANY")
 # evaluate(expression, extra names): the value of a sandbox expression over the task's variables
 # and ``extra`` (the column's input value, as dmn_input, inside a test).

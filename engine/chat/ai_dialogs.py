@@ -8,8 +8,9 @@ message: docs/internals.md, "AI dialogs".
 """
 from __future__ import annotations
 
-import functools
 import hashlib
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,8 +23,9 @@ from bpmn.operators import AI_CHAT, operator_of
 from engine import jobs
 from engine.jobs.kinds import AI_TURN
 from engine.errors import OperatorError, ScriptError
-from engine.store.db import db, utcnow
+from engine.store.db import utcnow
 from engine.store.models import AiDialog, AiKnowledge, Message
+from engine.store.unit_of_work import UnitOfWork
 
 DEFAULT_MAX_TURNS = 20
 ACTIVE, DONE, ENDED = "active", "done", "ended"  # done: the step finished; ended: the step went away
@@ -76,72 +78,95 @@ def _settings(task, conversation, sandbox) -> DialogSettings:
 
 # -- the runner's side: dialogs open and end with the instance state ---------------------------
 
-def sync(tenant_id: int, instance_id: int, conversation_id: int | None, ready: dict[str, DialogSettings], *,
-         process_spoke: bool) -> None:
+class DialogRows:
+    """Contributor (``engine.runtime.advance``): the dialog rows of a process with ai_chat steps.
+    Registered before ``outbox.OutboxRows``: dialog rows are locked before the conversation's."""
+
+    def contribute(self, advance):
+        outbox = advance.outbox
+        if outbox is None or not outbox.has_ai_steps:
+            return None
+        conversation_id = outbox.conversation and outbox.conversation.id
+        dialogs = outbox.dialogs if advance.running else {}
+        return lambda uow: sync(uow, advance.tenant_id, advance.instance_id, conversation_id, dialogs,
+                                process_spoke=bool(outbox.texts))
+
+
+def sync(uow: UnitOfWork, tenant_id: int, instance_id: int, conversation_id: int | None,
+         ready: dict[str, DialogSettings], *, process_spoke: bool) -> None:
     """In the runner's save transaction: open a dialog for every newly ready step (or reopen one
     after ``process.retry``), end those whose step went away, and start a turn where customer
     messages wait for an answer and no turn is running. ``process_spoke``: this advance sent
     messages (stored after this, by ``outbox.settle``: dialog rows are locked before the
     conversation's, in every transaction that takes both). Core statements built once: this runs
     in the save of every advance that opens an AI step (the ORM's flush cost ~0.8 ms there)."""
-    connection = db.session.connection()
+    connection = uow.connection()
     known = {row.spiff_task_id: LockedDialog(row._mapping)
              for row in connection.execute(_OF_INSTANCE, {"instance_id": instance_id})}
     now = utcnow()
     for spiff_task_id, dialog in known.items():
         if dialog.status == ACTIVE and spiff_task_id not in ready:
             dialog.status, dialog.ended_at, dialog.busy_job_id, dialog.busy_until = ENDED, now, None, None
-            dialog.save()
+            dialog.save(uow)
     for spiff_task_id, settings in ready.items():
         dialog = known.get(spiff_task_id)
         if dialog is None:
             values = {"tenant_id": tenant_id, "instance_id": instance_id, "conversation_id": conversation_id,
                       "spiff_task_id": spiff_task_id, "element_id": settings.element_id, "status": ACTIVE,
                       "system_prompt": settings.prompt, "model": settings.model,
-                      "knowledge_id": _knowledge_id(tenant_id, settings.knowledge),
+                      "knowledge_id": _knowledge_id(uow, tenant_id, settings.knowledge),
                       "max_turns": settings.max_turns, "handoff_keywords": list(settings.keywords), "turns": 0,
-                      "answered_through": _opening_mark(conversation_id, process_spoke), "created_at": now}
+                      "answered_through": _opening_mark(uow, conversation_id, process_spoke), "created_at": now}
             dialog_id = connection.execute(_INSERT_DIALOG, values).scalar_one()
             dialog = LockedDialog({**values, "id": dialog_id, "busy_job_id": None, "busy_until": None})
         elif dialog.status == ENDED:  # ready again: process.retry after a failure elsewhere
             dialog.status, dialog.ended_at = ACTIVE, None
-            dialog.save()
-        if dialog.status == ACTIVE and not busy(dialog, now) and pending(dialog):
+            dialog.save(uow)
+        if dialog.status == ACTIVE and not busy(dialog, now) and pending(uow, dialog):
             # Handed to a call thread of this process, the turn takes its messages here, in
             # this transaction (``ai_turns.AiTurnRunner.prepare``): it starts with the model call.
-            jobs.enqueue(tenant_id, AI_TURN, payload={"dialog_id": dialog.id}, prepare=True)
+            jobs.enqueue(uow, tenant_id, AI_TURN, payload={"dialog_id": dialog.id}, prepare=True)
 
 
-def _knowledge_id(tenant_id: int, text: str) -> int | None:
+def _knowledge_id(uow: UnitOfWork, tenant_id: int, text: str) -> int | None:
     """The stored copy of a knowledge text (made on first use; concurrent first uses share one)."""
     if not text:
         return None
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
     query = select(AiKnowledge.id).where(AiKnowledge.tenant_id == tenant_id, AiKnowledge.sha256 == digest)
-    found = db.session.execute(query).scalar_one_or_none()
+    found = uow.execute(query).scalar_one_or_none()
     if found is None:
         try:
-            with db.session.begin_nested():
-                db.session.add(AiKnowledge(tenant_id=tenant_id, sha256=digest, text=text, created_at=utcnow()))
+            with uow.savepoint():
+                uow.session.add(AiKnowledge(tenant_id=tenant_id, sha256=digest, text=text, created_at=utcnow()))
         except IntegrityError:  # another transaction stored it first
             pass
-        found = db.session.execute(query).scalar_one()
+        found = uow.execute(query).scalar_one()
     return found
 
 
-def knowledge_text(knowledge_id: int) -> str:
+_KNOWLEDGE_KEPT = 64
+_knowledge: OrderedDict[tuple[str, int], str] = OrderedDict()
+_knowledge_lock = threading.Lock()
+
+
+def knowledge_text(uow: UnitOfWork, knowledge_id: int) -> str:
     """A knowledge row never changes: read each once per process (and database)."""
-    return _read_knowledge(db.engine.url.render_as_string(), knowledge_id)
+    key = (uow.engine.url.render_as_string(), knowledge_id)
+    with _knowledge_lock:
+        text = _knowledge.get(key)
+    if text is None:
+        text = uow.execute(select(AiKnowledge.text).where(AiKnowledge.id == knowledge_id)).scalar_one()
+        with _knowledge_lock:
+            _knowledge[key] = text
+            while len(_knowledge) > _KNOWLEDGE_KEPT:
+                _knowledge.popitem(last=False)
+    return text
 
 
-@functools.lru_cache(maxsize=64)
-def _read_knowledge(_database: str, knowledge_id: int) -> str:
-    return db.session.execute(select(AiKnowledge.text).where(AiKnowledge.id == knowledge_id)).scalar_one()
-
-
-def active_dialog_of(conversation_id: int) -> int | None:
+def active_dialog_of(uow: UnitOfWork, conversation_id: int) -> int | None:
     """The dialog a new message of this conversation goes to (the oldest open one), if any."""
-    return db.session.execute(
+    return uow.execute(
         select(AiDialog.id).where(AiDialog.conversation_id == conversation_id, AiDialog.status == ACTIVE)
         .order_by(AiDialog.id).limit(1)).scalar_one_or_none()
 
@@ -150,11 +175,11 @@ _LAST_MESSAGE = select(func.max(Message.id)).where(Message.conversation_id == bi
 _LAST_OUTGOING = _LAST_MESSAGE.where(Message.direction == "out")
 
 
-def _opening_mark(conversation_id: int, process_spoke: bool) -> int:
+def _opening_mark(uow: UnitOfWork, conversation_id: int, process_spoke: bool) -> int:
     """Where a new step's answering starts: after the process's last words to the customer (every
     message so far, when the process speaks in this very advance)."""
-    return db.session.connection().execute(_LAST_MESSAGE if process_spoke else _LAST_OUTGOING,
-                                           {"conversation_id": conversation_id}).scalar_one_or_none() or 0
+    return uow.run(_LAST_MESSAGE if process_spoke else _LAST_OUTGOING,
+                   {"conversation_id": conversation_id}).scalar_one_or_none() or 0
 
 
 def busy(dialog, now) -> bool:
@@ -167,10 +192,10 @@ _PENDING = (select(Message.id, Message.text)
                    Message.id > bindparam("answered_through")).order_by(Message.id))
 
 
-def pending(dialog) -> list:
+def pending(uow: UnitOfWork, dialog) -> list:
     """The customer's messages (``id``, ``text``) this dialog has not answered yet, oldest first."""
-    return db.session.connection().execute(_PENDING, {"conversation_id": dialog.conversation_id,
-                                                      "answered_through": dialog.answered_through}).all()
+    return uow.run(_PENDING, {"conversation_id": dialog.conversation_id,
+                              "answered_through": dialog.answered_through}).all()
 
 
 # The save that opens a step and a turn's two transactions are on the path of every AI answer: the
@@ -187,9 +212,9 @@ _OF_INSTANCE = _SELECT_LOCKED.where(_dialogs.c.instance_id == bindparam("instanc
 _INSERT_DIALOG = insert(_dialogs).returning(_dialogs.c.id)
 
 
-def locked_dialog(dialog_id: int, tenant_id: int) -> "LockedDialog | None":
+def locked_dialog(uow: UnitOfWork, dialog_id: int, tenant_id: int) -> "LockedDialog | None":
     """The dialog's row, locked for the caller's transaction; None when it is gone."""
-    row = db.session.connection().execute(_LOCKED, {"dialog_id": dialog_id, "tenant_id": tenant_id}).first()
+    row = uow.run(_LOCKED, {"dialog_id": dialog_id, "tenant_id": tenant_id}).first()
     return LockedDialog(row._mapping) if row is not None else None
 
 
@@ -208,18 +233,18 @@ class LockedDialog:
         object.__setattr__(self, name, value)
         self._changed[name] = value
 
-    def save(self) -> None:
+    def save(self, uow: UnitOfWork) -> None:
         if self._changed:
-            db.session.connection().execute(update(_dialogs).where(_dialogs.c.id == self.id).values(**self._changed))
+            uow.run(update(_dialogs).where(_dialogs.c.id == self.id).values(**self._changed))
             self._changed.clear()
 
 
-def route_message(tenant_id: int, conversation_id: int, message_id: int, variables: dict[str, Any]) -> bool:
+def route_message(uow: UnitOfWork, tenant_id: int, conversation_id: int, message_id: int, variables: dict[str, Any]) -> bool:
     """For conversations.accept: hand a new customer message to the conversation's open dialog (a
     turn job; no instance advance needed). False when no dialog is open."""
-    dialog_id = active_dialog_of(conversation_id)
+    dialog_id = active_dialog_of(uow, conversation_id)
     if dialog_id is None:
         return False
-    jobs.enqueue(tenant_id, AI_TURN, payload={"dialog_id": dialog_id, "message_id": message_id,
-                                              "variables": variables})
+    jobs.enqueue(uow, tenant_id, AI_TURN, payload={"dialog_id": dialog_id, "message_id": message_id,
+                                                   "variables": variables})
     return True

@@ -28,9 +28,10 @@ from engine.chat import ai_dialogs, channel_configs, outbox, receipts
 from engine.jobs.kinds import CHAT_MESSAGE, START
 from engine.errors import ConflictError, ForbiddenError, NotFoundError
 from engine.store import writes
-from engine.store.db import db, iso, utcnow
+from engine.store.db import iso, utcnow
 from engine.store.models import Channel, Conversation, Delivery, Instance, Message
 from engine.store.paging import page_of
+from engine.store.unit_of_work import UnitOfWork
 
 SEND_PERMISSION = "conversation.send"
 DELIVERY_STATES = ("queued", "sent", "dead")
@@ -40,11 +41,11 @@ _INBOUND_CHANNEL = select(Channel.id, Channel.tenant_id, Channel.type, Channel.n
                           Channel.created_at).where(Channel.id == bindparam("id"))
 
 
-def inbound_channel(config_id: int, principal, type_: str):
+def inbound_channel(uow: UnitOfWork, config_id: int, principal, type_: str):
     """The enabled channel a message is posted to, if the caller's key may post to it (its columns
     ``id, tenant_id, type, name, enabled, created_at``: what ``accept`` needs, read without an ORM entity)."""
     principal.require(SEND_PERMISSION)
-    channel = db.session.connection().execute(_INBOUND_CHANNEL, {"id": config_id}).first()
+    channel = uow.run(_INBOUND_CHANNEL, {"id": config_id}).first()
     if channel is None or channel.type != type_:
         raise NotFoundError(f"Unknown {type_} channel {config_id}.")
     if channel.tenant_id != principal.tenant_id:
@@ -61,7 +62,7 @@ class Arrival:
     ``extras`` are variables besides the common ones (a messenger's ``message_type``, ``attachments``,
     ``button_id``), also kept as the message's ``content``; ``dedup_id`` is the channel's own id of
     the message (None: web-chat has none); ``also`` runs in the same transaction once the message is
-    stored (a messenger's acknowledgement to queue, say)."""
+    stored (a messenger's acknowledgement to queue, say), with the unit of work and the conversation."""
 
     chat_id: str
     text: str
@@ -69,37 +70,27 @@ class Arrival:
     username: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     dedup_id: str | None = None
-    also: Callable[[Conversation], None] | None = None
+    also: Callable[[UnitOfWork, Conversation], None] | None = None
 
 
 DUPLICATE = {"accepted": False, "duplicate": True}
 
 
-def accept(channel, arrival: Arrival) -> dict[str, Any]:
-    """Store a customer's message and route it, or start the channel's process with it; commits.
-    A message whose ``dedup_id`` was taken before answers ``DUPLICATE`` and changes nothing.
-    ``channel``: a Channel, or a row of its columns (``inbound_channel``)."""
-    channel_id, tenant_id = channel.id, channel.tenant_id
-    for attempt in range(3):
+def accept(uow: UnitOfWork, channel, arrival: Arrival) -> dict[str, Any]:
+    """Store a customer's message and route it, or start the channel's process with it, in the
+    unit of work. A message whose ``dedup_id`` was taken before answers ``DUPLICATE`` and changes
+    nothing. ``channel``: a Channel, or a row of its columns (``inbound_channel``)."""
+    if arrival.dedup_id is not None:
+        if receipts.taken(uow, channel.id, arrival.dedup_id):
+            return dict(DUPLICATE)
         try:
-            if arrival.dedup_id is not None:
-                if receipts.taken(channel.id, arrival.dedup_id):
-                    db.session.rollback()
-                    return dict(DUPLICATE)
-                receipts.take(tenant_id, channel.id, arrival.dedup_id, "message")
-            answer = _route_or_start(channel, arrival)
-            db.session.commit()
-            return answer
+            # The same messenger message arriving twice at once: the receipt's unique key refuses
+            # the second once the first commits.
+            with uow.savepoint():
+                receipts.take(uow, channel.tenant_id, channel.id, arrival.dedup_id, "message")
         except IntegrityError:
-            # The same messenger message arrived twice at once (its receipt's unique key): find it
-            # taken. (A race to open the chat's conversation is settled inside, by a savepoint.)
-            db.session.rollback()
-            if attempt == 2:
-                raise
-            channel = db.session.connection().execute(_INBOUND_CHANNEL, {"id": channel_id}).first()
-            if channel is None or channel.tenant_id != tenant_id:
-                raise NotFoundError(f"Unknown channel {channel_id}.") from None
-    raise AssertionError("unreachable")
+            return dict(DUPLICATE)
+    return _route_or_start(uow, channel, arrival)
 
 
 # The accept's statements, Core on the session's connection (the ORM's unit of work and identity
@@ -145,9 +136,9 @@ class _Chat:
 OPEN_ATTEMPTS = 20
 
 
-def _route_or_start(channel, arrival: Arrival) -> dict[str, Any]:
+def _route_or_start(uow: UnitOfWork, channel, arrival: Arrival) -> dict[str, Any]:
     now, text = utcnow(), arrival.text
-    connection = db.session.connection()
+    connection = uow.connection()
     for _ in range(OPEN_ATTEMPTS):
         conversation = _active_conversation(connection, channel, arrival, now)
         if conversation is not None:
@@ -156,8 +147,8 @@ def _route_or_start(channel, arrival: Arrival) -> dict[str, Any]:
         try:
             # In a savepoint: the losers of a race to open the chat's conversation (PostgreSQL's
             # unique index refuses them once the winner commits) look again and join the winner's.
-            with db.session.begin_nested():
-                conversation = _open(connection, channel, arrival, now)
+            with uow.savepoint():
+                conversation = _open(uow, channel, arrival, now)
             opened = True
             break
         except IntegrityError:
@@ -169,11 +160,11 @@ def _route_or_start(channel, arrival: Arrival) -> dict[str, Any]:
         "tenant_id": channel.tenant_id, "conversation_id": conversation.id, "text": text, "now": now,
         "content": _content(arrival.extras)}).scalar_one()
     if arrival.also is not None:
-        arrival.also(conversation)
+        arrival.also(uow, conversation)
     if not opened:
         variables = _variables(channel, conversation, arrival)
-        if not ai_dialogs.route_message(channel.tenant_id, conversation.id, message_id, variables):
-            jobs.enqueue(channel.tenant_id, CHAT_MESSAGE, instance_id=conversation.instance_id,
+        if not ai_dialogs.route_message(uow, channel.tenant_id, conversation.id, message_id, variables):
+            jobs.enqueue(uow, channel.tenant_id, CHAT_MESSAGE, instance_id=conversation.instance_id,
                          payload={"variables": variables})
     return {"accepted": True, "binding_id": conversation.id, "instance_id": conversation.instance_id,
             "message_id": message_id}
@@ -196,9 +187,10 @@ def _active_conversation(connection, channel, arrival: Arrival, now) -> _Chat | 
     return conversation
 
 
-def _open(connection, channel, arrival: Arrival, now) -> _Chat:
+def _open(uow: UnitOfWork, channel, arrival: Arrival, now) -> _Chat:
     """Start the channel's process for a new chat; the conversation opens with the instance."""
-    definition = channel_configs.bound_definition(channel)
+    connection = uow.connection()
+    definition = channel_configs.bound_definition(uow, channel)
     if definition is None:
         raise ConflictError(f"No process is bound to channel {channel.id}: deploy one whose start event has "
                             f"trigger = {channel.type} and channel = {channel.id} (or '{channel.name}').")
@@ -208,7 +200,7 @@ def _open(connection, channel, arrival: Arrival, now) -> _Chat:
         "user_id": arrival.user_id, "username": arrival.username, "now": now}).scalar_one()
     conversation = _Chat(conversation_id, 0, arrival.user_id, arrival.username, arrival.chat_id)
     instance_id = writes.create_instance(
-        writes.SessionExecutor(), channel.tenant_id, definition.id, _variables(channel, conversation, arrival),
+        uow, channel.tenant_id, definition.id, _variables(channel, conversation, arrival),
         START, {"start_event": channel_configs.bound_start_event(definition, channel)})
     connection.execute(_BIND, {"conversation_id": conversation_id, "instance_id": instance_id})
     return _Chat(conversation_id, instance_id, arrival.user_id, arrival.username, arrival.chat_id)
@@ -226,47 +218,46 @@ def _variables(channel, conversation: _Chat, arrival: Arrival) -> dict[str, Any]
             "chat_id": conversation.chat_id, "binding_id": conversation.id, **arrival.extras}
 
 
-def _get(tenant_id: int, binding_id: int, *, lock: bool = False) -> Conversation:
+def _get(uow: UnitOfWork, tenant_id: int, binding_id: int, *, lock: bool = False) -> Conversation:
     query = select(Conversation).where(Conversation.tenant_id == tenant_id, Conversation.id == binding_id)
-    conversation = db.session.execute(query.with_for_update() if lock else query).scalar_one_or_none()
+    conversation = uow.execute(query.with_for_update() if lock else query).scalar_one_or_none()
     if conversation is None:
         raise NotFoundError(f"Conversation {binding_id} not found.")
     return conversation
 
 
-def send(tenant_id: int, binding_id: int, text: str) -> dict[str, Any]:
-    """An operator's reply: stored and queued for delivery in one transaction."""
-    conversation = _get(tenant_id, binding_id, lock=True)
+def send(uow: UnitOfWork, tenant_id: int, binding_id: int, text: str) -> dict[str, Any]:
+    """An operator's reply: stored and queued for delivery in the unit of work."""
+    conversation = _get(uow, tenant_id, binding_id, lock=True)
     if conversation.status != "active":
         raise ConflictError(f"Conversation {binding_id} is {conversation.status}; it takes no more messages.")
-    message_id = outbox.record_outgoing(outbox.ActiveConversation(
+    message_id = outbox.record_outgoing(uow, outbox.ActiveConversation(
         conversation.id, conversation.tenant_id, conversation.channel_id, conversation.chat_id), text, "operator")
-    db.session.commit()
     return {"binding_id": binding_id, "message_id": message_id, "status": "queued"}
 
 
-def list_conversations(tenant_id: int, *, channel_type: str | None, page: int, per_page: int) -> dict[str, Any]:
+def list_conversations(uow: UnitOfWork, tenant_id: int, *, channel_type: str | None, page: int, per_page: int) -> dict[str, Any]:
     """The tenant's active conversations, newest first."""
     conditions = [Conversation.tenant_id == tenant_id, Conversation.status == "active"]
     if channel_type is not None:
         conditions.append(Channel.type == channel_type)
     base = select(Conversation, Channel.type).join(Channel, Channel.id == Conversation.channel_id).where(*conditions)
-    return page_of(base, Conversation.id, page=page, per_page=per_page, item=lambda row: {
+    return page_of(uow, base, Conversation.id, page=page, per_page=per_page, item=lambda row: {
         "binding_id": row[0].id, "channel": row[1], "config_id": row[0].channel_id, "chat_id": row[0].chat_id,
         "external_user_id": row[0].external_user_id, "external_username": row[0].external_username,
         "instance_id": row[0].instance_id, "started_at": iso(row[0].started_at),
         "last_message_at": iso(row[0].last_message_at)})
 
 
-def list_messages(tenant_id: int, binding_id: int, *, page: int, per_page: int) -> dict[str, Any]:
+def list_messages(uow: UnitOfWork, tenant_id: int, binding_id: int, *, page: int, per_page: int) -> dict[str, Any]:
     """A conversation's messages (active or closed), newest first, each with its delivery's state;
     the page also names the conversation's channel and chat. A messenger message that is not plain
     text carries ``message_type``, ``attachments`` and ``button_id``; an answer with buttons ``buttons``."""
-    conversation = _get(tenant_id, binding_id)
-    channel_type = db.session.execute(select(Channel.type).where(Channel.id == conversation.channel_id)).scalar()
+    conversation = _get(uow, tenant_id, binding_id)
+    channel_type = uow.execute(select(Channel.type).where(Channel.id == conversation.channel_id)).scalar()
     query = (select(Message, Delivery.status, Delivery.receipt).outerjoin(Delivery, Delivery.id == Message.delivery_id)
              .where(Message.conversation_id == conversation.id))
-    listed = page_of(query, Message.id, page=page, per_page=per_page, item=lambda row: {
+    listed = page_of(uow, query, Message.id, page=page, per_page=per_page, item=lambda row: {
         "message_id": row[0].id, "direction": row[0].direction, "text": row[0].text, "author": row[0].author,
         "created_at": iso(row[0].created_at), "delivery": _delivery_state(row[0], row[1]),
         **({"receipt": row[2]} if row[2] else {}), **(row[0].content or {})})

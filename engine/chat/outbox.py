@@ -11,7 +11,7 @@ of an instance that ended.
 step and ``conversation.send``): the message row and its delivery in the caller's transaction,
 after locking the conversation row, so the messages of one chat are numbered, committed and
 delivered in one order. A web-chat answer is one signed POST; a messenger answer is one delivery
-per API call (``messenger_calls``). A send_message task's ``buttons`` go with its text.
+per API call (``messenger_deliveries``). A send_message task's ``buttons`` go with its text.
 """
 from __future__ import annotations
 
@@ -23,14 +23,14 @@ from sqlalchemy import bindparam, insert, select, update
 from bpmn import operators_used
 from bpmn.operators import AI_CHAT, SEND_MESSAGE, operator_of
 from bpmn.profile import read_message_buttons
-from engine.chat import messenger_calls
+from engine.chat import messenger_deliveries
 from engine.chat.channel_configs import TYPES as CHANNEL_TRIGGERS
-from engine.chat.messengers import TYPES as MESSENGER_TYPES
-from engine.chat.messengers import messenger
+from engine.chat.messengers.registry import MESSENGERS
 from engine.errors import OperatorError, ScriptError
 from engine.outbound import delivery
-from engine.store.db import db, utcnow
+from engine.store.db import utcnow
 from engine.store.models import Channel, Conversation, Message
+from engine.store.unit_of_work import UnitOfWork
 
 MAX_TEXT = 10_000
 MAX_MESSAGES_PER_ADVANCE = 100
@@ -67,39 +67,40 @@ _CLOSE = (update(_conversations)
           .values(status="closed", closed_at=bindparam("now")))
 
 
-def active_conversation(instance_id: int) -> ActiveConversation | None:
-    row = db.session.connection().execute(_ACTIVE, {"instance_id": instance_id}).first()
+def active_conversation(uow: UnitOfWork, instance_id: int) -> ActiveConversation | None:
+    row = uow.run(_ACTIVE, {"instance_id": instance_id}).first()
     return ActiveConversation(*row) if row is not None else None
 
 
-def record_outgoing(conversation: ActiveConversation, text: str, author: str, reply_to: int | None = None,
+def record_outgoing(uow: UnitOfWork, conversation: ActiveConversation, text: str, author: str, reply_to: int | None = None,
                     buttons: list[dict[str, str]] | None = None) -> int:
     """Store an outgoing message and queue its delivery (or a messenger's deliveries) in the caller's
     transaction; the conversation's row is locked first (its ``last_message_at`` is updated). The
     message's id."""
     now = utcnow()
-    connection = db.session.connection()
+    connection = uow.connection()
     connection.execute(_TOUCH, {"conversation_id": conversation.id, "now": now})
     channel = connection.execute(_CHANNEL, {"channel_id": conversation.channel_id}).one()
-    if channel.type in MESSENGER_TYPES:
-        queued = messenger_calls.queue_reply(conversation.tenant_id, conversation.channel_id, channel.type,
-                                             conversation.chat_id, text, buttons or ())
+    messenger = MESSENGERS.get(channel.type)
+    if messenger is not None:
+        queued = messenger_deliveries.queue_reply(uow, conversation.tenant_id, conversation.channel_id, messenger,
+                                                  conversation.chat_id, text, buttons or ())
     else:
         queued = delivery.queue(
-            conversation.tenant_id, url=channel.webhook_url,
+            uow, conversation.tenant_id, url=channel.webhook_url,
             payload=delivery.message_payload(conversation.chat_id, text, now, buttons),
             secret=channel.webhook_secret,
-            ordering_key=messenger_calls.chat_key(conversation.channel_id, conversation.chat_id),
+            ordering_key=messenger_deliveries.chat_key(conversation.channel_id, conversation.chat_id),
             channel_id=conversation.channel_id)
-    return db.session.connection().execute(_OUTGOING, {
+    return uow.run(_OUTGOING, {
         "tenant_id": conversation.tenant_id, "conversation_id": conversation.id, "author": author, "text": text,
         "delivery_id": queued.id, "reply_to_id": reply_to, "now": now,
         "content": {"buttons": buttons} if buttons else None}).scalar_one()
 
 
-def close_for_instance(instance_id: int) -> None:
+def close_for_instance(uow: UnitOfWork, instance_id: int) -> None:
     """The instance ended (completed, failed or cancelled): its conversation closes."""
-    db.session.connection().execute(_CLOSE, {"ended": instance_id, "now": utcnow()})
+    uow.run(_CLOSE, {"ended": instance_id, "now": utcnow()})
 
 
 def starts_on_a_channel(specs: tuple) -> bool:
@@ -134,11 +135,11 @@ class Outbox:
     dialogs: dict = field(default_factory=dict)  # ready ai_chat steps (engine.ai_chat.ready_dialogs)
 
     @classmethod
-    def for_instance(cls, instance_id: int, specs: tuple, sandbox) -> "Outbox | None":
+    def for_instance(cls, uow: UnitOfWork, instance_id: int, specs: tuple, sandbox) -> "Outbox | None":
         """Inside the load transaction; None when the process has no send_message or ai_chat task."""
         if not talks(specs):
             return None
-        return cls(sandbox, active_conversation(instance_id), has_ai_steps(specs))
+        return cls(sandbox, active_conversation(uow, instance_id), has_ai_steps(specs))
 
     def run_ready(self, workflow) -> bool:
         """Send and complete every READY send_message task; False when there was none."""
@@ -175,9 +176,10 @@ class Outbox:
                        f"at most {MAX_TEXT} can be sent.")
         buttons = read_message_buttons(task.task_spec.extensions.get("properties", {}))
         channel_type = self.conversation.channel_type
-        if buttons and channel_type in MESSENGER_TYPES:
+        messenger = MESSENGERS.get(channel_type)
+        if buttons and messenger is not None:
             # Deploy refuses these for a process bound to the channel; a called process is not.
-            refusals = messenger(channel_type).button_refusals(messenger_calls.as_buttons(buttons))
+            refusals = messenger.button_refusals(messenger_deliveries.as_buttons(buttons))
             if refusals:
                 raise fail(f"send_message '{element_id}' has buttons {channel_type} cannot carry: "
                            f"{' '.join(refusals)}")
@@ -186,14 +188,25 @@ class Outbox:
         task.run()
 
 
-def settle(instance_id: int, status: str, outbox: Outbox | None, specs: tuple) -> None:
+class OutboxRows:
+    """Contributor (``engine.runtime.advance``): the messages an advance sent, and the closing of an
+    ended instance's chat (no write at all for a process no channel starts)."""
+
+    def contribute(self, advance):
+        status, outbox, specs = advance.outcome.status, advance.outbox, advance.specs
+        if not settle_writes(status, outbox, specs):
+            return None
+        return lambda uow: settle(uow, advance.instance_id, status, outbox, specs)
+
+
+def settle(uow: UnitOfWork, instance_id: int, status: str, outbox: Outbox | None, specs: tuple) -> None:
     """In the runner's save transaction: store what the advance sent; close an ended instance's chat
     (no statement at all for a process no channel starts: the hot path of webhook and RPC starts)."""
     if outbox is not None and outbox.texts:
         for text, buttons in zip(outbox.texts, outbox.buttons):
-            record_outgoing(outbox.conversation, text, "process", buttons=buttons)
+            record_outgoing(uow, outbox.conversation, text, "process", buttons=buttons)
     if _closes_chat(status, specs):
-        close_for_instance(instance_id)
+        close_for_instance(uow, instance_id)
 
 
 def settle_writes(status: str, outbox: Outbox | None, specs: tuple) -> bool:

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from sqlalchemy import bindparam, delete, select
 
-from engine.store.db import db, utcnow
+from engine.store.db import utcnow
 from engine.store.models import UnreachableChat
+from engine.store.unit_of_work import UnitOfWork
 
 
-def mark(tenant_id: int, channel_id: int, chat_id: str, reason: str) -> None:
+def mark(uow: UnitOfWork, tenant_id: int, channel_id: int, chat_id: str, reason: str) -> None:
     """In the caller's transaction: the chat cannot be reached any more, for ``reason``."""
-    row = db.session.execute(select(UnreachableChat).where(
+    row = uow.execute(select(UnreachableChat).where(
         UnreachableChat.channel_id == channel_id, UnreachableChat.chat_id == chat_id)).scalar_one_or_none()
     if row is None:
-        db.session.add(UnreachableChat(tenant_id=tenant_id, channel_id=channel_id, chat_id=chat_id,
+        uow.session.add(UnreachableChat(tenant_id=tenant_id, channel_id=channel_id, chat_id=chat_id,
                                        reason=reason, since=utcnow()))
     else:
         row.reason, row.since = reason, utcnow()
-    db.session.flush()
+    uow.session.flush()
 
 
 # Both run for every messenger message (clear as it comes in, reason_for as its answer goes out).
@@ -26,12 +27,12 @@ _CLEAR = delete(UnreachableChat).where(*_THIS_CHAT)
 _REASON = select(UnreachableChat.reason).where(*_THIS_CHAT)
 
 
-def clear(channel_id: int, chat_id: str) -> None:
+def clear(uow: UnitOfWork, channel_id: int, chat_id: str) -> None:
     """In the caller's transaction: the customer came back (unblocked, subscribed, wrote again)."""
-    db.session.connection().execute(_CLEAR, {"channel_id": channel_id, "chat_id": chat_id})
+    uow.run(_CLEAR, {"channel_id": channel_id, "chat_id": chat_id})
 
 
-def reason_for(channel_id: int, chat_id: str) -> str | None:
+def reason_for(uow: UnitOfWork, channel_id: int, chat_id: str) -> str | None:
     """Why the chat cannot be reached, or None when it can."""
-    return db.session.connection().execute(_REASON, {"channel_id": channel_id,
+    return uow.run(_REASON, {"channel_id": channel_id,
                                                      "chat_id": chat_id}).scalar_one_or_none()

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from sqlalchemy import bindparam, insert, select
 
-from engine.store.db import db, utcnow
+from engine.store.db import utcnow
 from engine.store.models import InboundReceipt
+from engine.store.unit_of_work import UnitOfWork
 
 MAX_ID = 300   # the column's size; longer ids (none are) are cut, keeping their end, which varies most
 
@@ -22,15 +23,15 @@ _TAKE = insert(InboundReceipt.__table__).values(
     kind=bindparam("kind"), created_at=bindparam("now"))
 
 
-def taken(channel_id: int, external_id: str) -> bool:
-    return db.session.connection().execute(_TAKEN, {"channel_id": channel_id,
+def taken(uow: UnitOfWork, channel_id: int, external_id: str) -> bool:
+    return uow.run(_TAKEN, {"channel_id": channel_id,
                                                     "external_id": _fit(external_id)}).first() is not None
 
 
-def take(tenant_id: int, channel_id: int, external_id: str, kind: str) -> None:
+def take(uow: UnitOfWork, tenant_id: int, channel_id: int, external_id: str, kind: str) -> None:
     """Record the item in the caller's transaction; IntegrityError when a concurrent transaction
     took it first."""
-    db.session.connection().execute(_TAKE, {"tenant_id": tenant_id, "channel_id": channel_id,
+    uow.run(_TAKE, {"tenant_id": tenant_id, "channel_id": channel_id,
                                             "external_id": _fit(external_id), "kind": kind[:32], "now": utcnow()})
 
 

@@ -1,9 +1,11 @@
 """Every kind of job, by name: what the queue carries and which handler runs it.
 
-Instance jobs (their instance's jobs run one at a time, in order) are handled by the runner;
-the others by their own handlers: ``timer_start`` (runtime.timer_starts), ``operator``
-(outbound.http_tasks), ``deliver`` (outbound.delivery), ``ai_turn`` (chat.ai_dialogs), ``thrown``
-(runtime.routing), ``retention`` (engine.retention).
+Instance jobs (their instance's jobs run one at a time, in order) are handled by the runner
+(``runtime.runner.Runner``); the others by their own handlers: ``timer_start``
+(``runtime.timer_starts.TimerStartRunner``), ``operator`` (``outbound.http_tasks.HttpTaskRunner``),
+``deliver`` (``outbound.delivery_runner.DeliveryRunner``), ``ai_turn`` (``chat.ai_turns.AiTurnRunner``),
+``thrown`` (``runtime.routing.ThrownRunner``), ``retention`` (``retention.RetentionRunner``).
+``app.Baton`` maps each kind to its handler.
 """
 from __future__ import annotations
 

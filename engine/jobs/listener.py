@@ -1,6 +1,6 @@
 """One PostgreSQL LISTEN connection per process that runs workers.
 
-Every transaction that makes a job ready sends ``NOTIFY baton_jobs, '<kind>'`` (engine.store.writes);
+Every transaction that makes a job ready sends ``NOTIFY baton_jobs, '<kind>'`` (engine.store.unit_of_work);
 the listener turns each notification into a wake of this process's pools (``Wakers``: each pool
 wakes one waiting thread per job of its kinds). One connection for the process, not one per pool:
 PostgreSQL delivers every notification to every listening session, each a backend woken and a
@@ -16,7 +16,7 @@ import time
 from collections import Counter
 from typing import Callable
 
-from engine.store.writes import NOTIFY_CHANNEL
+from engine.store.unit_of_work import NOTIFY_CHANNEL
 
 log = logging.getLogger("baton.worker")
 

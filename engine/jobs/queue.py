@@ -1,7 +1,7 @@
 """The durable job queue: a table in the application's own database.
 
-``enqueue`` adds a job to the caller's session, so the job commits (or not) with the state change
-that causes it. ``claim`` leases ready jobs to a worker: on PostgreSQL with ``FOR UPDATE SKIP
+``enqueue`` adds a job to the caller's unit of work, so the job commits (or not) with the state
+change that causes it. ``claim`` leases ready jobs to a worker: on PostgreSQL with ``FOR UPDATE SKIP
 LOCKED``, on SQLite inside the ``BEGIN IMMEDIATE`` write lock. An instance's jobs run one at a
 time and in order: a job is not claimed while an earlier due job of its instance exists or while
 another job of its instance is leased. A finished job is deleted in the transaction that saves
@@ -16,12 +16,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, func, literal, or_, select, update
+from sqlalchemy import and_, bindparam, delete, exists, func, literal, or_, select, update
 
 from engine.store import writes
-from engine.store.db import HANDED, db, utcnow
+from engine.store.db import utcnow
+from engine.store.driver import Statement
 from engine.store.models import Instance, Job
-from engine.store.statements import Statement
+from engine.store.unit_of_work import UnitOfWork
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,9 @@ class ClaimedJob:
     prepared: Any = field(default=None, compare=False, repr=False)
 
 
-def enqueue(tenant_id: int, kind: str, *, instance_id: int | None = None,
+def enqueue(uow: UnitOfWork, tenant_id: int, kind: str, *, instance_id: int | None = None,
             payload: dict[str, Any] | None = None, run_at: datetime | None = None, prepare: bool = False) -> None:
-    """Add a job to the ORM session's transaction; it becomes visible (and wakes workers) on commit.
+    """Add a job to the unit of work; it becomes visible (and wakes workers) when that commits.
 
     A job due now, of no instance, that a worker pool of this process runs (an AI turn, a delivery,
     an HTTP task) is leased to that pool in this very transaction and handed to it in memory at
@@ -69,42 +70,34 @@ def enqueue(tenant_id: int, kind: str, *, instance_id: int | None = None,
     process dies first, the lease runs out and any worker claims it (docs/internals.md, "Jobs
     handed over").
 
-    ``prepare``: when the job is handed over, its handler's ``prepare(job, worker_id)`` runs here,
-    in this transaction, and does what the handler's first transaction would (an AI turn takes
-    the customer's messages and marks its dialog busy); what it returns is handed over with the
-    job (``ClaimedJob.prepared``); None: it finished the job itself, nothing is handed over.
+    ``prepare``: when the job is handed over, its handler's ``prepare(job, worker_id, uow)`` runs
+    here, in this unit of work, and does what the handler's first transaction would (an AI turn
+    takes the customer's messages and marks its dialog busy); what it returns is handed over with
+    the job (``ClaimedJob.prepared``); None: it finished the job itself, nothing is handed over.
     """
-    session = db.session()
-    pool = _local_pool(session, kind, instance_id, run_at)
+    pool = _local_pool(uow, kind, instance_id, run_at)
     if pool is None:
-        writes.add_job(writes.SessionExecutor(session), tenant_id, kind, instance_id=instance_id,
-                       payload=payload, run_at=run_at)
+        writes.add_job(uow, tenant_id, kind, instance_id=instance_id, payload=payload, run_at=run_at)
         return
     payload = json.loads(json.dumps(payload or {}))  # what a claim would read back from the column
-    job_id = writes.add_handed_job(writes.SessionExecutor(session), tenant_id, kind, payload, pool.holder_id,
+    job_id = writes.add_handed_job(uow, tenant_id, kind, payload, pool.holder_id,
                                    utcnow() + timedelta(seconds=pool.lease_seconds))
     job = ClaimedJob(job_id, tenant_id, None, kind, payload, 1)
     if prepare:
-        prepared = pool.handlers[kind].prepare(job, pool.holder_id)
+        prepared = pool.handlers[kind].prepare(job, pool.holder_id, uow)
         if prepared is None:
             return
         job = replace(job, prepared=prepared)
-    session.info.setdefault(HANDED, []).append((pool, job))
+    uow.hand_over(pool, job)
 
 
-def _local_pool(session, kind: str, instance_id: int | None, run_at: datetime | None):
+def _local_pool(uow: UnitOfWork, kind: str, instance_id: int | None, run_at: datetime | None):
     """The pool of this process a new job may be handed to, if any. Not an instance's job: those
     run one at a time per instance, in order, which only the claim knows."""
-    wakers = getattr(session, "wakers", None)
-    if instance_id is not None or wakers is None or (run_at is not None and run_at > utcnow()):
+    taker = getattr(uow.wakers, "taker", None)
+    if instance_id is not None or taker is None or (run_at is not None and run_at > utcnow()):
         return None
-    return wakers.taker(kind)
-
-
-def wake_at_commit(kind: str | None) -> None:
-    """Wake the workers that run ``kind`` when the session's transaction commits (a job of that
-    kind was made due by an update rather than added)."""
-    writes.SessionExecutor().ready(kind)
+    return taker(kind)
 
 
 _jobs = Job.__table__  # the hot path's statements are Core, on the table: no ORM layer
@@ -160,51 +153,46 @@ def _claim_statements(postgres: bool, limit: int, kinds: KindFilter | None) -> t
                       .where(_instances.c.id.in_(mine.scalar_subquery()))))
 
 
-def claim(worker_id: str, lease_seconds: float, limit: int = 1, kinds: KindFilter | None = None) -> list[ClaimedJob]:
-    """Lease up to ``limit`` ready jobs (of ``kinds``, default any) to ``worker_id`` and commit the lease."""
-    return claim_or_next(worker_id, lease_seconds, limit, kinds)[0]
+def claim(uow: UnitOfWork, worker_id: str, lease_seconds: float, limit: int = 1,
+          kinds: KindFilter | None = None) -> list[ClaimedJob]:
+    """Lease up to ``limit`` ready jobs (of ``kinds``, default any) to ``worker_id`` in the unit of work."""
+    return claim_or_next(uow, worker_id, lease_seconds, limit, kinds)[0]
 
 
-def claim_or_next(worker_id: str, lease_seconds: float, limit: int = 1,
+def claim_or_next(uow: UnitOfWork, worker_id: str, lease_seconds: float, limit: int = 1,
                   kinds: KindFilter | None = None) -> tuple[list[ClaimedJob], datetime | None]:
-    """Lease up to ``limit`` ready jobs (of ``kinds``, default any) to ``worker_id`` and commit the
-    lease; with none found, also when to look again (``_next_run``), read in the same short
-    transaction (a worker about to sleep needs it: one transaction instead of two, after every
-    job at low load), else None.
+    """Lease up to ``limit`` ready jobs (of ``kinds``, default any) to ``worker_id`` in the unit of
+    work; with none found, also when to look again (``_next_run``), read in the same transaction (a
+    worker about to sleep needs it: one transaction instead of two, after every job at low load),
+    else None.
 
     Oldest due first, at most one job per instance (a leased job holds back its instance's others).
-    A short transaction of its own (``writes.short_transaction``): on PostgreSQL one statement in
-    autocommit, one round trip. The session's transaction, if one is open, is committed first
-    (a claim always committed it; on SQLite it would hold the write lock the claim needs).
+    The worker runs it in a unit of work of its own on the driver with a single write: on
+    PostgreSQL one statement in autocommit, one round trip.
     """
-    if db.session.registry.has() and db.session().in_transaction():  # (no session made just to ask)
-        db.session.commit()
     now = utcnow()
-    engine = db.engine
-    postgres = engine.dialect.name == "postgresql"
     params = {"now": now, "worker_id": worker_id, "locked_until": now + timedelta(seconds=lease_seconds)}
     width = len(_JOB_COLUMNS)
-    with writes.short_transaction(engine, None, single_write=True) as executor:
-        if postgres:
-            [statement] = _claim_statements(True, limit, kinds)
-            rows = executor.rows(statement, params)
-            claimed = [ClaimedJob(*row[:width], instance_row=InstanceRow(*row[width:])
-                                  if row[width] is not None else None) for row in rows]
-        else:
-            lease, read = _claim_statements(False, limit, kinds)
-            rows = sorted(executor.rows(lease, params), key=lambda row: (row[width], row[0]))  # (run_at, id)
-            instances = {row[0]: InstanceRow(*row) for row in executor.rows(read, params)} if rows else {}
-            claimed = [ClaimedJob(*row[:width], instance_row=instances.get(row[2])) for row in rows]
-        # Reads after the claim's one write (in autocommit on PostgreSQL: each its own snapshot, as
-        # a transaction of their own was).
-        next_at = None if claimed else _next_run(executor, kinds, now)
+    if uow.postgres:
+        [statement] = _claim_statements(True, limit, kinds)
+        rows = uow.rows(statement, params)
+        claimed = [ClaimedJob(*row[:width], instance_row=InstanceRow(*row[width:])
+                              if row[width] is not None else None) for row in rows]
+    else:
+        lease, read = _claim_statements(False, limit, kinds)
+        rows = sorted(uow.rows(lease, params), key=lambda row: (row[width], row[0]))  # (run_at, id)
+        instances = {row[0]: InstanceRow(*row) for row in uow.rows(read, params)} if rows else {}
+        claimed = [ClaimedJob(*row[:width], instance_row=instances.get(row[2])) for row in rows]
+    # Reads after the claim's one write (in autocommit on PostgreSQL: each its own snapshot, as
+    # a transaction of their own was).
+    next_at = None if claimed else _next_run(uow, kinds, now)
     return claimed, next_at
 
 
-def finish(job: ClaimedJob, worker_id: str) -> bool:
-    """Delete a done job inside the session's transaction; False if the lease was lost meanwhile."""
+def finish(uow: UnitOfWork, job: ClaimedJob, worker_id: str) -> bool:
+    """Delete a done job in the unit of work; False if the lease was lost meanwhile."""
     try:
-        writes.finish_job(writes.SessionExecutor(), job.id, worker_id, job.instance_id)
+        writes.finish_job(uow, job.id, worker_id, job.instance_id)
     except writes.Lost:
         return False
     return True
@@ -214,84 +202,77 @@ _EXTEND_LEASE = (update(Job).where(Job.id == bindparam("job_id"), Job.locked_by 
                  .values(locked_until=bindparam("until")))
 
 
-def extend_lease(job: ClaimedJob, worker_id: str, seconds: float, *, commit: bool = True) -> None:
-    """Keep a job leased for ``seconds`` more (before a long outbound call); commits, unless not
-    ``commit`` (the caller's transaction does)."""
-    db.session.connection().execute(_EXTEND_LEASE, {"job_id": job.id, "worker_id": worker_id,
-                                                    "until": utcnow() + timedelta(seconds=seconds)})
-    if commit:
-        db.session.commit()
+def extend_lease(uow: UnitOfWork, job: ClaimedJob, worker_id: str, seconds: float) -> None:
+    """Keep a job leased for ``seconds`` more (before a long outbound call), in the unit of work."""
+    uow.execute(_EXTEND_LEASE, {"job_id": job.id, "worker_id": worker_id,
+                                "until": utcnow() + timedelta(seconds=seconds)})
 
 
-def release(job: ClaimedJob, worker_id: str, *, delay_seconds: float = 0.0, error: str | None = None,
-            unclaim: bool = False) -> None:
-    """Give a job back (to be tried again after ``delay_seconds``) and commit.
-
-    ``unclaim``: the job was never tried (the rest of a batch given back): its claim is not an attempt.
-    """
-    db.session.rollback()
-    db.session.execute(
+def release(uow: UnitOfWork, job: ClaimedJob, worker_id: str, *, delay_seconds: float = 0.0,
+            error: str | None = None, unclaim: bool = False) -> None:
+    """Give a job back, to be tried again after ``delay_seconds`` (nothing if it is no longer
+    ``worker_id``'s). ``unclaim``: the job was never tried (the rest of a batch given back): its
+    claim is not an attempt."""
+    uow.execute(
         update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
         .values(locked_by=None, locked_until=None, last_error=error,
                 run_at=utcnow() + timedelta(seconds=delay_seconds),
                 attempts=Job.attempts - 1 if unclaim else Job.attempts))
-    db.session.commit()
 
 
-def release_unfinished(held: list[tuple[ClaimedJob, str]]) -> int:
+def release_unfinished(uow: UnitOfWork, held: list[tuple[ClaimedJob, str]]) -> int:
     """A stopping worker gives back the jobs its threads (``(job, worker_id)``) still hold: due now,
-    no lease, the interrupted claim not counted as an attempt; one transaction that wakes the
-    workers of this process and, on PostgreSQL, of every process (NOTIFY). Returns how many it
-    still held (a job its thread finished meanwhile is left alone)."""
-    db.session.rollback()
+    no lease, the interrupted claim not counted as an attempt; the workers of this process and, on
+    PostgreSQL, of every process (NOTIFY) wake at commit. Returns how many it still held (a job its
+    thread finished meanwhile is left alone)."""
     now, released = utcnow(), 0
     for job, worker_id in held:
-        result = db.session.execute(
+        result = uow.execute(
             update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
             .values(locked_by=None, locked_until=None, run_at=now, attempts=Job.attempts - 1)
             .execution_options(synchronize_session=False))
         if result.rowcount:
             released += 1
-            wake_at_commit(job.kind)
-    db.session.commit()
+            uow.ready(job.kind)
     return released
 
 
 HELD_UNTIL = datetime(9999, 1, 1)  # run_at of a job kept aside, never due by itself
 
 
-def lock(job: ClaimedJob, worker_id: str) -> bool:
-    """Lock a job this worker holds, in the session's transaction, before its instance's row: the
-    order an advance's save and ``process.cancel`` take them (the other order deadlocks with
-    them on PostgreSQL). False if the job is gone (cancelled with its instance) or no longer
-    this worker's. (SQLite: nothing to lock; its writers take turns.)"""
-    held = db.session.execute(select(Job.id).where(Job.id == job.id, Job.locked_by == worker_id).with_for_update())
+def lock(uow: UnitOfWork, job: ClaimedJob, worker_id: str) -> bool:
+    """Lock a job this worker holds, in the unit of work, before its instance's row: the order an
+    advance's save and ``process.cancel`` take them (the other order deadlocks with them on
+    PostgreSQL). False if the job is gone (cancelled with its instance) or no longer this
+    worker's. (SQLite: nothing to lock; its writers take turns.)"""
+    held = uow.execute(select(Job.id).where(Job.id == job.id, Job.locked_by == worker_id).with_for_update())
     return held.first() is not None
 
 
-def hold(job: ClaimedJob, worker_id: str, error: str) -> None:
-    """Keep a job that cannot be done now (its instance failed) instead of deleting it, in the
-    caller's transaction: ``requeue_held`` puts it back when the instance is retried."""
-    db.session.execute(update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
-                       .values(locked_by=None, locked_until=None, run_at=HELD_UNTIL, attempts=0, last_error=error))
+def hold(uow: UnitOfWork, job: ClaimedJob, worker_id: str, error: str) -> None:
+    """Keep a job that cannot be done now (its instance failed) instead of deleting it:
+    ``requeue_held`` puts it back when the instance is retried."""
+    uow.execute(update(Job).where(Job.id == job.id, Job.locked_by == worker_id)
+                .values(locked_by=None, locked_until=None, run_at=HELD_UNTIL, attempts=0, last_error=error))
 
 
-def requeue_held(instance_id: int) -> int:
+def requeue_held(uow: UnitOfWork, instance_id: int) -> int:
     """Queue an instance's held jobs again, after every job queued so far (new ids, same order)."""
-    held = db.session.execute(select(Job).where(Job.instance_id == instance_id, Job.run_at == HELD_UNTIL)
-                              .order_by(Job.id)).scalars().all()
+    held = uow.execute(select(Job.id, Job.tenant_id, Job.kind, Job.payload)
+                       .where(Job.instance_id == instance_id, Job.run_at == HELD_UNTIL).order_by(Job.id)).all()
     for job in held:
-        enqueue(job.tenant_id, job.kind, instance_id=instance_id, payload=job.payload)
-        db.session.delete(job)
+        enqueue(uow, job.tenant_id, job.kind, instance_id=instance_id, payload=job.payload)
+    if held:
+        uow.execute(delete(Job).where(Job.id.in_([job.id for job in held])))
     return len(held)
 
 
-def _next_run(executor: writes.Executor, kinds: KindFilter | None, now: datetime) -> datetime | None:
+def _next_run(uow: UnitOfWork, kinds: KindFilter | None, now: datetime) -> datetime | None:
     """When a worker (running ``kinds``, default any) that found nothing more to claim should look
     again: the earliest due time of a job that nothing holds back, or the earliest end of a lease
     (a dead worker's job becomes claimable then). A job held back by a live lease of its instance
     is not counted: ``finish`` wakes the workers when that lease's job is done."""
-    found = [executor.rows(statement, {"now": now})[0][0] for statement in _next_run_statements(kinds)]
+    found = [uow.rows(statement, {"now": now})[0][0] for statement in _next_run_statements(kinds)]
     return min((t for t in found if t is not None), default=None)
 
 

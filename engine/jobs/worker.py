@@ -3,10 +3,16 @@
 Workers sleep until woken: directly after a local commit that enqueued jobs (embedded default, no
 polling delay), by PostgreSQL NOTIFY from other processes (``engine.jobs.listener``), or when the
 next delayed job is due.
-A job whose handler raises is tried again with a growing delay; after ``max_attempts`` its
-handler's ``give_up`` ends it (an instance is then failed with a generic message).
+Every transaction here is a unit of work the worker owns (``engine.store.unit_of_work``): the
+claim, each job's (a handler writes into it and returns; the worker commits), the steps a handler
+asks for after it (``unit_of_work.Then``: a call to another server runs with no unit of work open),
+a batch's saves, a release. A job whose handler raises is tried again with a growing delay; after
+``max_attempts`` its handler's ``give_up`` ends it (an instance is then failed with a generic
+message). A handler's write that finds its job or instance changed under it (``writes.Lost``)
+leaves nothing behind, and the job goes back to the queue for a fresh try.
 The jobs of one claim (up to ``CLAIM_BATCH``, under load) run in turn as a batch: a handler with
-``begin_batch``/``end_batch`` (the runner) commits their saves together at its end.
+``begin_batch``/``take_batch``/``save_batch`` (the runner) saves them together at its end, in one
+unit of work.
 
 A process runs two pools (``app.Baton.start_workers``): engine threads for the kinds that advance
 instances (CPU, the script sandbox) and call threads for the kinds that wait on other servers
@@ -29,19 +35,22 @@ from typing import Protocol
 from engine import jobs
 from engine.jobs.retry import MAX_ATTEMPTS, job_backoff
 from engine.jobs.wakers import Wakers
+from engine.store import writes
 from engine.store.db import db, utcnow
+from engine.store.unit_of_work import SYSTEM, Units, run_steps
 from engine.telemetry import context, metrics
 
 log = logging.getLogger("baton.worker")
 
 
 class JobHandler(Protocol):
-    """Runs the jobs of its kinds. A handler may also have ``begin_batch(worker_id)`` and
-    ``end_batch(worker_id) -> [(job, error)]`` (``Runner``): the jobs of one claim are then a batch
-    whose writes it may commit at the batch's end; the jobs it returns are retried as failed."""
+    """Runs the jobs of its kinds, writing into the unit of work it is given; returns the steps
+    that follow (``jobs.Then``) or None. A handler may also have ``begin_batch(worker_id)``,
+    ``take_batch(worker_id) -> batch | None`` and ``save_batch(batch, uow) -> [lost jobs]``
+    (``Runner``): the jobs of one claim are then a batch whose writes wait for its end."""
 
-    def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None: ...
-    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None: ...
+    def handle(self, job: jobs.ClaimedJob, worker_id: str, uow) -> jobs.Then | None: ...
+    def give_up(self, job: jobs.ClaimedJob, worker_id: str, uow) -> None: ...
 
 
 class WorkerPool:
@@ -53,10 +62,12 @@ class WorkerPool:
     # saves before it, not the ones after it.
     BATCH_SAVE_S = 0.05
 
-    def __init__(self, app, handlers: dict[str, JobHandler], *, wakers: Wakers, threads: int, lease_seconds: float,
+    def __init__(self, app, handlers: dict[str, JobHandler], *, units: Units, wakers: Wakers, threads: int,
+                 lease_seconds: float,
                  poll_seconds: float, max_attempts: int = MAX_ATTEMPTS, claim_batch: int = CLAIM_BATCH,
                  kinds: jobs.KindFilter | None = None, name: str = "worker"):
         self.app = app
+        self.units = units
         self.wakers = wakers
         self.kinds = kinds
         self.pool_name = name
@@ -122,9 +133,9 @@ class WorkerPool:
             return 0
         with self.app.app_context():
             try:
-                released = jobs.release_unfinished(held)
+                with self.units.begin("worker") as uow:
+                    released = jobs.release_unfinished(uow, held)
             except Exception:
-                db.session.rollback()
                 log.exception("could not release the unfinished jobs; their leases will run out")
                 return 0
             finally:
@@ -194,11 +205,11 @@ class WorkerPool:
                     continue
                 seen = self._signal
                 try:
-                    claimed, next_at = jobs.claim_or_next(worker_id, self.lease_seconds, limit=self.claim_batch,
-                                                          kinds=self.kinds)
+                    with self.units.begin("claim", on_driver=True, single_write=True) as uow:
+                        claimed, next_at = jobs.claim_or_next(uow, worker_id, self.lease_seconds,
+                                                              limit=self.claim_batch, kinds=self.kinds)
                 except Exception:  # database unreachable or locked for long: wait, then go on
                     log.exception("claiming jobs failed")
-                    db.session.rollback()
                     self._sleep(seen, self.poll_seconds)
                     continue
                 if not claimed:
@@ -238,13 +249,7 @@ class WorkerPool:
 
     def _end_batch(self, worker_id: str) -> None:
         for handler in self._batching:
-            try:
-                failed = handler.end_batch(worker_id)
-            except Exception:
-                db.session.rollback()
-                log.exception("could not finish a batch's saves; their jobs' leases will run out")
-                continue
-            for job, exc in failed:
+            for job, exc in end_batch(self.units, handler, worker_id):
                 with context.bound(job_id=job.id, tenant_id=job.tenant_id, instance_id=job.instance_id):
                     self._failed(handler, job, worker_id, exc)
 
@@ -257,9 +262,8 @@ class WorkerPool:
         try:
             if handler is None:
                 raise LookupError(f"no handler for job kind {job.kind!r}")
-            handler.handle(job, worker_id)
+            run_job(self.units, handler, job, worker_id)
         except Exception as exc:
-            db.session.rollback()
             self._failed(handler, job, worker_id, exc)
 
     def _failed(self, handler: JobHandler | None, job: jobs.ClaimedJob, worker_id: str, exc: Exception) -> None:
@@ -269,20 +273,24 @@ class WorkerPool:
         try:
             if job.attempts >= self.max_attempts and handler is not None:
                 metrics.JOB_GIVE_UPS.labels(job.kind).inc()
-                handler.give_up(job, worker_id)
+                with self.units.begin(f"job:{job.kind}") as uow:
+                    handler.give_up(job, worker_id, uow)
             else:
                 metrics.JOB_RETRIES.labels(job.kind).inc()
-                jobs.release(job, worker_id, delay_seconds=job_backoff(job.attempts), error=type(exc).__name__)
+                with self.units.begin("worker") as uow:
+                    jobs.release(uow, job, worker_id, delay_seconds=job_backoff(job.attempts),
+                                 error=type(exc).__name__)
+        except writes.Lost:
+            log.info("job %s left worker %s before it could be given up", job.id, worker_id)
         except Exception:
-            db.session.rollback()
             log.exception("could not release job %s; its lease will run out", job.id)
 
     def _give_back(self, claimed: list[jobs.ClaimedJob], worker_id: str) -> None:
         for job in claimed:
             try:
-                jobs.release(job, worker_id, unclaim=True)
+                with self.units.begin("worker") as uow:
+                    jobs.release(uow, job, worker_id, unclaim=True)
             except Exception:
-                db.session.rollback()
                 log.exception("could not give back job %s; its lease will run out", job.id)
 
     def _idle_seconds(self, due: datetime | None) -> float:
@@ -296,3 +304,45 @@ class WorkerPool:
         with self._cond:
             if self._signal == seen and not self._stopping.is_set():
                 self._cond.wait(seconds)
+
+
+def run_job(units: Units, handler: JobHandler, job: jobs.ClaimedJob, worker_id: str) -> None:
+    """One job as a worker runs it: the handler's unit of work, committed, then the steps it asked
+    for, each in a unit of work of its own. A write that lost its race (``writes.Lost``) leaves
+    nothing behind and the job goes back to the queue; anything else the handler raised is raised
+    (the worker retries the job, or gives up)."""
+    owner = f"job:{job.kind}"
+    try:
+        with units.begin(owner) as uow:
+            then = handler.handle(job, worker_id, uow)
+        run_steps(units, owner, SYSTEM, then)
+    except writes.Lost:
+        release_lost(units, job, worker_id)
+
+
+def end_batch(units: Units, handler, worker_id: str) -> list[tuple[jobs.ClaimedJob, Exception]]:
+    """Save what the batch's jobs left waiting with ``handler``, in one unit of work; a job whose save
+    was lost goes back to the queue. Returns the jobs of a unit of work that failed (none of them
+    saved), with the error, for the worker to retry as failed ones."""
+    batch = handler.take_batch(worker_id)
+    if batch is None:
+        return []
+    try:
+        with units.begin("batch") as uow:
+            lost = handler.save_batch(batch, uow)
+    except Exception as exc:  # noqa: BLE001 - every job of the batch is the worker's to retry
+        return [(job, exc) for job in batch.jobs]
+    for job in lost:
+        release_lost(units, job, worker_id)
+    return []
+
+
+def release_lost(units: Units, job: jobs.ClaimedJob, worker_id: str) -> None:
+    """The job's instance (or its lease) changed under its handler: nothing of this run stayed; the
+    job goes back to the queue for a fresh try (if it is still this worker's)."""
+    log.info("instance %s changed under job %s; trying again", job.instance_id, job.id)
+    try:
+        with units.begin("worker") as uow:
+            jobs.release(uow, job, worker_id)
+    except Exception:  # noqa: BLE001 - its lease runs out and it is claimed again
+        log.exception("could not release job %s; its lease will run out", job.id)

@@ -22,9 +22,10 @@ from sqlalchemy import bindparam, case, insert, or_, select, text, update
 from engine import jobs
 from engine.jobs.kinds import DELIVER
 from engine.errors import ConflictError, NotFoundError
-from engine.store.db import db, is_postgres, iso, utcnow
+from engine.store.db import is_postgres, iso, utcnow
 from engine.store.models import Delivery, Job
 from engine.store.paging import page_of
+from engine.store.unit_of_work import UnitOfWork
 
 QUEUED, SENT, DEAD = "queued", "sent", "dead"
 STATUSES = (QUEUED, SENT, DEAD)
@@ -77,9 +78,9 @@ _INSERT = insert(Delivery.__table__).values(
 ).returning(Delivery.__table__.c.id)
 
 
-def queue(tenant_id: int, *, url: str, payload: dict[str, Any], secret: str | None, ordering_key: str,
+def queue(uow: UnitOfWork, tenant_id: int, *, url: str, payload: dict[str, Any], secret: str | None, ordering_key: str,
           channel_id: int | None, event: str = "message") -> Queued:
-    """Add a delivery and its ``deliver`` job to the caller's transaction (no commit here).
+    """Add a delivery and its ``deliver`` job to the caller's unit of work.
 
     ``secret`` (None or empty: unsigned) is kept only in the job's payload; with ``channel_id`` the
     channel's current secret is used instead while the channel exists. Raises ValueError for
@@ -91,13 +92,13 @@ def queue(tenant_id: int, *, url: str, payload: dict[str, Any], secret: str | No
         if not isinstance(value, str) or not value or len(value) > limit:
             raise ValueError(f"A delivery's {name} must be a non-empty string of at most {limit} characters.")
     now, uid = utcnow(), uuid4().hex
-    delivery_id = db.session.connection().execute(_INSERT, {
+    delivery_id = uow.run(_INSERT, {
         "tenant_id": tenant_id, "channel_id": channel_id, "ordering_key": ordering_key, "delivery_uid": uid,
         "event": event, "url": url, "body": body, "now": now}).scalar_one()
     job_payload: dict[str, Any] = {"delivery_id": delivery_id}
     if secret:
         job_payload["secret"] = secret
-    jobs.enqueue(tenant_id, DELIVER, payload=job_payload, run_at=now)
+    jobs.enqueue(uow, tenant_id, DELIVER, payload=job_payload, run_at=now)
     return Queued(delivery_id, uid)
 
 
@@ -116,7 +117,7 @@ def request_headers(delivery_uid: str, body: bytes, secret: str | None, now_s: f
 
 # --- administration (delivery.list, delivery.retry) -----------------------------------------------
 
-def list_deliveries(tenant_id: int, *, status: str | None, page: int, per_page: int) -> dict[str, Any]:
+def list_deliveries(uow: UnitOfWork, tenant_id: int, *, status: str | None, page: int, per_page: int) -> dict[str, Any]:
     """One page of the tenant's deliveries, newest first. Neither bodies nor secrets are shown."""
     conditions = [Delivery.tenant_id == tenant_id]
     if status is not None:
@@ -125,49 +126,45 @@ def list_deliveries(tenant_id: int, *, status: str | None, page: int, per_page: 
                    Delivery.status, Delivery.attempts, Delivery.last_status, Delivery.last_error,
                    Delivery.created_at, Delivery.next_attempt_at, Delivery.sent_at, Delivery.external_id,
                    Delivery.receipt).where(*conditions)
-    listed = page_of(query, Delivery.id, page=page, per_page=per_page, item=lambda r: {
+    listed = page_of(uow, query, Delivery.id, page=page, per_page=per_page, item=lambda r: {
         "delivery_id": r.id, "delivery_uid": r.delivery_uid, "channel_id": r.channel_id, "event": r.event,
         "url": r.url, "status": r.status, "attempts": r.attempts, "last_status": r.last_status,
         "last_error": r.last_error, "created_at": iso(r.created_at),
         "next_attempt_at": iso(r.next_attempt_at), "sent_at": iso(r.sent_at),
         "external_id": r.external_id, "receipt": r.receipt})
-    db.session.rollback()
     return listed
 
 
-def retry(tenant_id: int, delivery_id: int) -> dict[str, Any]:
-    """Queue a dead (or queued) delivery again, now, with a new retry round; same uid. Commits."""
-    key = db.session.execute(select(Delivery.ordering_key).where(
+def retry(uow: UnitOfWork, tenant_id: int, delivery_id: int) -> dict[str, Any]:
+    """Queue a dead (or queued) delivery again, now, with a new retry round; same uid."""
+    key = uow.execute(select(Delivery.ordering_key).where(
         Delivery.tenant_id == tenant_id, Delivery.id == delivery_id)).scalar()
     if key is None:
-        db.session.rollback()
         raise NotFoundError(f"Delivery {delivery_id} not found.")
-    lock_key(key)
-    row = db.session.execute(select(Delivery).where(Delivery.id == delivery_id)
+    lock_key(uow, key)
+    row = uow.execute(select(Delivery).where(Delivery.id == delivery_id)
                              .execution_options(populate_existing=True)).scalar_one()
     if row.status == SENT:
-        db.session.rollback()
         raise ConflictError(f"Delivery {delivery_id} was already sent.")
     now = utcnow()
     row.status, row.next_attempt_at = QUEUED, now
     # Its job decides again whether it may go (it may have to wait for an earlier delivery).
-    wake(tenant_id, row.id, now, new_round={"since": now.isoformat(), "base": row.attempts})
-    db.session.commit()
+    wake(uow, tenant_id, row.id, now, new_round={"since": now.isoformat(), "base": row.attempts})
     return {"delivery_id": delivery_id, "status": QUEUED}
 
 
-def record_receipt(channel_id: int, external_id: str, receipt: str, reason: str | None) -> bool:
+def record_receipt(uow: UnitOfWork, channel_id: int, external_id: str, receipt: str, reason: str | None) -> bool:
     """In the caller's transaction: what a messenger reported about the message it accepted as
     ``external_id``. ``failed`` makes a sent delivery dead with the messenger's reason (``delivery.retry``
     re-sends it); ``delivered`` / ``read`` are only noted. False when no delivery has that id."""
     if receipt not in RECEIPTS:
         raise ValueError(f"unknown receipt {receipt!r}")
-    row = db.session.execute(select(Delivery).where(Delivery.channel_id == channel_id,
+    row = uow.execute(select(Delivery).where(Delivery.channel_id == channel_id,
                                                     Delivery.external_id == external_id)
                              .order_by(Delivery.id.desc()).limit(1)).scalar_one_or_none()
     if row is None:
         return False
-    lock_key(row.ordering_key)
+    lock_key(uow, row.ordering_key)
     if receipt == "failed":
         row.receipt = receipt
         if row.status == SENT:
@@ -177,19 +174,19 @@ def record_receipt(channel_id: int, external_id: str, receipt: str, reason: str 
     return True
 
 
-def wake_key(tenant_id: int, ordering_key: str) -> None:
+def wake_key(uow: UnitOfWork, tenant_id: int, ordering_key: str) -> None:
     """Make the head of ``ordering_key`` try now, in the caller's transaction (a waiting delivery
     to a customer who can no longer be reached dies now instead of at its next retry)."""
-    lock_key(ordering_key)
-    wake_head(tenant_id, ordering_key, utcnow())
+    lock_key(uow, ordering_key)
+    wake_head(uow, tenant_id, ordering_key, utcnow())
 
 
 # --- the per-key primitives the runner uses ------------------------------------------------------
 
-def lock_key(ordering_key: str) -> None:
+def lock_key(uow: UnitOfWork, ordering_key: str) -> None:
     """Serialize, per ordering key, the transactions that decide and record (released at commit)."""
     if is_postgres():
-        db.session.execute(_PG_KEY_LOCK, {"namespace": _LOCK_NAMESPACE, "key": ordering_key})
+        uow.execute(_PG_KEY_LOCK, {"namespace": _LOCK_NAMESPACE, "key": ordering_key})
     # SQLite: every transaction began with BEGIN IMMEDIATE, so it holds the database's write lock.
 
 
@@ -199,9 +196,9 @@ _HEAD = (select(Delivery.id).where(Delivery.tenant_id == bindparam("tenant_id"),
          .order_by(case((Delivery.attempts > 0, 0), else_=1), Delivery.id).limit(1))
 
 
-def head(tenant_id: int, ordering_key: str) -> int | None:
+def head(uow: UnitOfWork, tenant_id: int, ordering_key: str) -> int | None:
     """The id of the delivery of this key that may go next, or None when none is queued."""
-    return db.session.connection().execute(_HEAD, {"tenant_id": tenant_id, "ordering_key": ordering_key}).scalar()
+    return uow.run(_HEAD, {"tenant_id": tenant_id, "ordering_key": ordering_key}).scalar()
 
 
 def round_of(job_payload: dict[str, Any], created_at: datetime) -> tuple[datetime, int]:
@@ -215,40 +212,39 @@ _put_back_statement = (
     .values(run_at=bindparam("run_at"), locked_by=None, locked_until=None, attempts=0, last_error=None))
 
 
-def put_back(job: jobs.ClaimedJob, worker_id: str, run_at: datetime, payload: dict[str, Any] | None = None) -> bool:
+def put_back(uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, run_at: datetime, payload: dict[str, Any] | None = None) -> bool:
     """Give the job back until ``run_at`` inside the current transaction (with a new ``payload`` when
     given); False if the lease was lost.
 
-    Unlike ``jobs.release`` it does not commit (the delivery's new state commits with it) and it
-    resets the job's attempts: those count the handler's own failures (WorkerPool gives up after a
+    Unlike ``jobs.release`` it the job's attempts: those count the handler's own failures (WorkerPool gives up after a
     few), while the delivery counts the receiver's.
     """
     params = {"job_id": job.id, "worker_id": worker_id, "run_at": run_at}
     if payload is None:
-        return db.session.connection().execute(_put_back_statement, params).rowcount == 1
-    result = db.session.execute(_put_back_statement.values(payload=payload).execution_options(synchronize_session=False),
+        return uow.run(_put_back_statement, params).rowcount == 1
+    result = uow.execute(_put_back_statement.values(payload=payload).execution_options(synchronize_session=False),
                                 params)
     return result.rowcount == 1
 
 
-def wake_head(tenant_id: int, ordering_key: str, now: datetime) -> None:
-    first = head(tenant_id, ordering_key)
+def wake_head(uow: UnitOfWork, tenant_id: int, ordering_key: str, now: datetime) -> None:
+    first = head(uow, tenant_id, ordering_key)
     if first is not None:
-        wake(tenant_id, first, now)
+        wake(uow, tenant_id, first, now)
 
 
-def wake(tenant_id: int, delivery_id: int, now: datetime, new_round: dict[str, Any] | None = None) -> None:
+def wake(uow: UnitOfWork, tenant_id: int, delivery_id: int, now: datetime, new_round: dict[str, Any] | None = None) -> None:
     """Make the delivery's job due now (unless a worker holds it right now); workers are woken at commit."""
-    job = db.session.execute(
+    job = uow.execute(
         select(Job.id, Job.payload).where(Job.kind == DELIVER, Job.tenant_id == tenant_id,
                                           Job.payload["delivery_id"].as_integer() == delivery_id)
         .order_by(Job.id).limit(1)).first()
     if job is None:  # not expected (a delivery keeps its job until sent); make one
-        jobs.enqueue(tenant_id, DELIVER, payload={"delivery_id": delivery_id, **(new_round or {})}, run_at=now)
+        jobs.enqueue(uow, tenant_id, DELIVER, payload={"delivery_id": delivery_id, **(new_round or {})}, run_at=now)
         return
     values: dict[str, Any] = {"run_at": now}
     if new_round:
         values["payload"] = {**job.payload, **new_round}
-    db.session.execute(update(Job).where(Job.id == job.id, or_(Job.locked_until.is_(None), Job.locked_until < now))
+    uow.execute(update(Job).where(Job.id == job.id, or_(Job.locked_until.is_(None), Job.locked_until < now))
                        .values(**values).execution_options(synchronize_session=False))
-    jobs.wake_at_commit(DELIVER)  # moving a parked job's run_at must wake the workers too
+    uow.ready(DELIVER)  # moving a parked job's run_at must wake the workers too

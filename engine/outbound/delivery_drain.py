@@ -25,16 +25,16 @@ from datetime import datetime
 
 from sqlalchemy import bindparam, or_, select, update
 
-from engine import jobs
 from engine.jobs.kinds import DELIVER
-from engine.store.db import db, is_postgres
+from engine.store.db import is_postgres
 from engine.store.models import Delivery, Job
+from engine.store.unit_of_work import UnitOfWork
 
 QUEUED = "queued"
 DRAIN_LIMIT = 500   # deliveries brought forward by one success; the next success takes the rest
 
 
-def drain(sent, now: datetime) -> int:
+def drain(uow: UnitOfWork, sent, now: datetime) -> int:
     """In the caller's transaction (which records ``sent``, the delivery's columns, as sent): make
     the destination's other deliveries that wait out a retry delay due ``now``. Returns how many
     were brought forward.
@@ -44,7 +44,7 @@ def drain(sent, now: datetime) -> int:
     """
     postgres = is_postgres()
     waiting = _WAITING[(sent.channel_id is not None, postgres)]
-    attempts = dict(db.session.connection().execute(waiting, {
+    attempts = dict(uow.run(waiting, {
         "tenant_id": sent.tenant_id, "sent_id": sent.id, "now": now, "channel_id": sent.channel_id,
         "url": sent.url}).all())
     if not attempts:  # the common case: every success asks, and usually nothing waits
@@ -56,18 +56,18 @@ def drain(sent, now: datetime) -> int:
     if is_postgres():
         candidates = candidates.with_for_update(skip_locked=True)
     woken = []
-    for job_id, payload in db.session.execute(candidates).all():
+    for job_id, payload in uow.execute(candidates).all():
         delivery_id = payload.get("delivery_id")
         if not _may_bring_forward(payload, attempts[delivery_id], now):
             continue
-        db.session.execute(update(Job).where(Job.id == job_id)
+        uow.execute(update(Job).where(Job.id == job_id)
                            .values(run_at=now, payload={**payload, "drained_at": attempts[delivery_id]})
                            .execution_options(synchronize_session=False))
         woken.append(delivery_id)
     if woken:
-        db.session.execute(update(Delivery).where(Delivery.id.in_(woken)).values(next_attempt_at=now)
+        uow.execute(update(Delivery).where(Delivery.id.in_(woken)).values(next_attempt_at=now)
                            .execution_options(synchronize_session=False))
-        jobs.wake_at_commit(DELIVER)
+        uow.ready(DELIVER)
     return len(woken)
 
 

@@ -1,9 +1,9 @@
-"""The ``deliver`` job's handler: may this delivery go now (short transaction), send it (no
-transaction open), record what came of it (short transaction).
+"""The ``deliver`` job's handler: may this delivery go now (a unit of work), send it (none open),
+record what came of it (another unit of work).
 
 Two kinds of delivery: a signed JSON POST to a URL (web-chat answers, CRM events), and a call
 through a channel's own API (a messenger: its ``url`` names the API method). The second is
-prepared and judged by the ``ChannelCalls`` given to the runner (``engine.chat.messenger_calls``),
+prepared and judged by the ``ChannelCalls`` given to the runner (``engine.chat.messenger_deliveries``),
 which reads the channel's current credentials and the messenger's answer; this module stays the
 one owner of ordering, retries and the dead letter for both. Why it is built this way:
 docs/internals.md, "Durable delivery".
@@ -22,8 +22,10 @@ from engine.errors import OutboundError, OutboundRefusedError
 from engine.jobs.retry import DeliverySchedule
 from engine.outbound import delivery, delivery_drain
 from engine.outbound.delivery import DEAD, HELD, QUEUED, SENT
-from engine.store.db import db, utcnow
+from engine.store import writes
+from engine.store.db import utcnow
 from engine.store.models import Channel, Delivery
+from engine.store.unit_of_work import UnitOfWork
 from engine.telemetry import metrics
 
 log = logging.getLogger("baton.delivery")
@@ -62,16 +64,16 @@ class ChannelCalls(Protocol):
     def handles(self, url: str) -> bool:
         """Whether a delivery with this ``url`` is a channel call rather than a POST to it."""
 
-    def prepare(self, row) -> ChannelCall | str:
-        """Inside the deciding transaction (``row``: the delivery's columns, a Row): the call with
+    def prepare(self, uow, row) -> ChannelCall | str:
+        """Inside the deciding unit of work (``row``: the delivery's columns, a Row): the call with
         the channel's current credentials, or why it can never be sent (the channel is gone, the
         customer blocked the bot ...): dead at once."""
 
     def judge(self, call: ChannelCall, response) -> Outcome:
         """The outcome of an answer, read from its body the messenger's way."""
 
-    def recorded(self, row, outcome: Outcome) -> None:
-        """Inside the recording transaction: note a failure on the channel (its last error)."""
+    def recorded(self, uow, row, outcome: Outcome) -> None:
+        """Inside the recording unit of work: note a failure on the channel (its last error)."""
 
 
 @dataclass(frozen=True)
@@ -114,12 +116,8 @@ _DEAD = update(_deliveries).where(_THIS).values(
 _NOTED = update(_deliveries).where(_THIS).values(last_status=bindparam("new_last_status"))
 
 
-def _run(statement, **params):
-    return db.session.connection().execute(statement, params)
-
-
 class DeliveryRunner:
-    """Job handler for ``deliver`` jobs: decide (short transaction), send (none open), record."""
+    """Job handler for ``deliver`` jobs: decide (a unit of work), send (none open), record (another)."""
 
     def __init__(self, outbound, *, retry_scale: float = 1.0, timeout_s: float = TIMEOUT_S,
                  channel_calls: ChannelCalls | None = None):
@@ -128,77 +126,50 @@ class DeliveryRunner:
         self.timeout_s = float(timeout_s)
         self.channel_calls = channel_calls
 
-    def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        attempt = self._begin(job, worker_id)
-        if isinstance(attempt, _Attempt):
-            self._record(job, worker_id, attempt, self._send(attempt))
+    def handle(self, job: jobs.ClaimedJob, worker_id: str, uow: UnitOfWork) -> jobs.Then | None:
+        attempt = self._begin(uow, job, worker_id)
+        if attempt is None:
+            return None
+        return jobs.Then(call=lambda: self._send(attempt),
+                         step=lambda uow, outcome: self._record(uow, job, worker_id, attempt, outcome))
 
-    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+    def give_up(self, job: jobs.ClaimedJob, worker_id: str, uow: UnitOfWork) -> None:
         """The handler itself failed again and again (not the receiver): dead, re-sendable."""
-        row = self._locked_row(job.payload.get("delivery_id"))
+        row = _locked_row(uow, job.payload.get("delivery_id"))
         if row is None or row.status != QUEUED:
-            jobs.finish(job, worker_id)
-            db.session.commit()
+            jobs.finish(uow, job, worker_id)
             return
-        if self._die(job, worker_id, row, "An internal error stopped this delivery; delivery.retry re-sends it."):
-            db.session.commit()
-            metrics.DELIVERIES_DEAD.inc()
-        else:
-            db.session.rollback()
+        _die(uow, job, worker_id, row, "An internal error stopped this delivery; delivery.retry re-sends it.")
+        uow.after_commit(metrics.DELIVERIES_DEAD.inc)
 
     # -- 1: may this delivery go now? --
 
-    def _begin(self, job: jobs.ClaimedJob, worker_id: str) -> _Attempt | None:
-        row = self._locked_row(job.payload.get("delivery_id"))
-        if row is None:  # the row is gone: nothing to send
-            return self._finish(job, worker_id)
-        if row.status == SENT:
-            return self._finish(job, worker_id)
-        if row.status == DEAD:  # woken by mistake: keep the job (and its secret) for delivery.retry
-            delivery.put_back(job, worker_id, HELD)
-            db.session.commit()
+    def _begin(self, uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str) -> _Attempt | None:
+        row = _locked_row(uow, job.payload.get("delivery_id"))
+        if row is None or row.status == SENT:  # the row is gone, or it went: nothing to send
+            jobs.finish(uow, job, worker_id)
             return None
-        if delivery.head(row.tenant_id, row.ordering_key) != row.id:
-            _run(_PARKED, delivery_id=row.id)  # "waiting for an earlier delivery": shown as no next attempt
-            delivery.put_back(job, worker_id, utcnow() + timedelta(seconds=PARK_RECHECK_S))
-            db.session.commit()
+        if row.status == DEAD:  # woken by mistake: keep the job (and its secret) for delivery.retry
+            delivery.put_back(uow, job, worker_id, HELD)
+            return None
+        if delivery.head(uow, row.tenant_id, row.ordering_key) != row.id:
+            uow.run(_PARKED, {"delivery_id": row.id})  # "waiting for an earlier delivery": no next attempt shown
+            delivery.put_back(uow, job, worker_id, utcnow() + timedelta(seconds=PARK_RECHECK_S))
             return None
         if self.channel_calls is not None and self.channel_calls.handles(row.url):
-            call = self.channel_calls.prepare(row)
+            call = self.channel_calls.prepare(uow, row)
             if isinstance(call, str):  # it can never go: dead now, without a call
-                self._record_now(job, worker_id, row, Outcome(DEAD, error=call))
+                self._record_now(uow, job, worker_id, row, Outcome(DEAD, error=call))
                 return None
             attempt = _Attempt(row.id, row.tenant_id, row.ordering_key, row.delivery_uid, "", b"", None, call)
         else:
-            attempt = self._post_attempt(job, row)
+            attempt = _post_attempt(uow, job, row)
         # Counted before the call: an attempt cut short by a crash still counts.
-        _run(_ATTEMPTED, delivery_id=row.id, to_url=attempt.url or row.url)
-        jobs.extend_lease(job, worker_id, self.timeout_s + 30)  # commits the above with the lease
+        uow.run(_ATTEMPTED, {"delivery_id": row.id, "to_url": attempt.url or row.url})
+        jobs.extend_lease(uow, job, worker_id, self.timeout_s + 30)  # committed with the above, before the call
         return attempt
 
-    @staticmethod
-    def _locked_row(delivery_id):
-        """The delivery's row (``_ROW``), read under its ordering key's lock; None when it is gone."""
-        key = _run(_KEY, delivery_id=delivery_id).scalar()
-        if key is None:
-            return None
-        delivery.lock_key(key)
-        return _run(_ROW, delivery_id=delivery_id).first()
-
-    @staticmethod
-    def _post_attempt(job: jobs.ClaimedJob, row) -> _Attempt:
-        """A signed POST: to the channel's current webhook URL with its current secret, if it has one."""
-        url, secret = row.url, job.payload.get("secret")
-        if row.channel_id is not None and url.startswith(("http://", "https://")):
-            channel = _run(_CHANNEL_WEBHOOK, channel_id=row.channel_id).first()
-            if channel is not None:
-                secret = channel.webhook_secret
-                if channel.webhook_url:
-                    url = channel.webhook_url  # stored on the row with the attempt
-        return _Attempt(row.id, row.tenant_id, row.ordering_key, row.delivery_uid, url,
-                        row.body.encode("utf-8"), secret or None)
-
-    # -- 2: the call, with no transaction open --
+    # -- 2: the call, with no unit of work open --
 
     def _send(self, attempt: _Attempt) -> Outcome:
         call = attempt.call
@@ -221,29 +192,30 @@ class DeliveryRunner:
 
     # -- 3: record the outcome --
 
-    def _record(self, job: jobs.ClaimedJob, worker_id: str, attempt: _Attempt, outcome: Outcome) -> None:
-        delivery.lock_key(attempt.ordering_key)
-        row = _run(_ROW, delivery_id=attempt.delivery_id).first()
+    def _record(self, uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, attempt: _Attempt,
+                outcome: Outcome) -> None:
+        delivery.lock_key(uow, attempt.ordering_key)
+        row = uow.run(_ROW, {"delivery_id": attempt.delivery_id}).first()
         if row is None:
-            self._finish(job, worker_id)
+            jobs.finish(uow, job, worker_id)
             return
-        self._record_now(job, worker_id, row, outcome)
+        self._record_now(uow, job, worker_id, row, outcome)
 
-    def _record_now(self, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome) -> None:
-        """Record ``outcome`` on the locked ``row`` (``_ROW``) and commit (or roll back when the
-        lease was lost)."""
+    def _record_now(self, uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome) -> None:
+        """Record ``outcome`` on the locked ``row`` (``_ROW``); ``writes.Lost`` when the lease was
+        lost (the worker that took the job over records)."""
         now = utcnow()
         if self.channel_calls is not None and self.channel_calls.handles(row.url):
-            self.channel_calls.recorded(row, outcome)
+            self.channel_calls.recorded(uow, row, outcome)
         if outcome.result == SENT:
-            _run(_SENT, delivery_id=row.id, now=now, new_external_id=outcome.external_id,
-                 new_last_status=outcome.status)
+            uow.run(_SENT, {"delivery_id": row.id, "now": now, "new_external_id": outcome.external_id,
+                            "new_last_status": outcome.status})
             # Even with the lease lost (we overran it) the receiver has it: sent stays true.
-            jobs.finish(job, worker_id)
-            delivery.wake_head(row.tenant_id, row.ordering_key, now)
-            delivery_drain.drain(row, now)  # the destination is back: its waiting deliveries go now
-            db.session.commit()
-            _counted(SENT, (now - row.created_at).total_seconds())
+            jobs.finish(uow, job, worker_id)
+            delivery.wake_head(uow, row.tenant_id, row.ordering_key, now)
+            delivery_drain.drain(uow, row, now)  # the destination is back: its waiting deliveries go now
+            latency_s = (now - row.created_at).total_seconds()
+            uow.after_commit(lambda: _counted(SENT, latency_s))
             return
         error = outcome.error
         if outcome.result in (RETRY, WAIT):
@@ -259,35 +231,47 @@ class DeliveryRunner:
                 payload = delivery_drain.not_before(payload or job.payload,
                                                     now + timedelta(seconds=outcome.retry_after_s))
             if next_at is not None:
-                if not delivery.put_back(job, worker_id, next_at, payload):
-                    db.session.rollback()  # lease lost: the worker that took the job over records
-                    return
-                _run(_RETRYING, delivery_id=row.id, new_last_error=error, next_at=next_at,
-                     new_last_status=outcome.status)
-                db.session.commit()
-                _counted(outcome.result)
+                if not delivery.put_back(uow, job, worker_id, next_at, payload):
+                    raise writes.Lost()  # lease lost: the worker that took the job over records
+                uow.run(_RETRYING, {"delivery_id": row.id, "new_last_error": error, "next_at": next_at,
+                                    "new_last_status": outcome.status})
+                uow.after_commit(lambda: _counted(outcome.result))
                 return
             error = f"{error} Gave up after {row.attempts - base} attempts."
-        _run(_NOTED, delivery_id=row.id, new_last_status=outcome.status)
-        if not self._die(job, worker_id, row, error):
-            db.session.rollback()
-            return
-        log.warning("delivery %s (%s) is dead: %s", row.id, row.delivery_uid, error)
-        db.session.commit()
-        _counted(DEAD)
+        uow.run(_NOTED, {"delivery_id": row.id, "new_last_status": outcome.status})
+        _die(uow, job, worker_id, row, error)
+        uow.after_commit(lambda: (log.warning("delivery %s (%s) is dead: %s", row.id, row.delivery_uid, error),
+                                  _counted(DEAD)))
 
-    def _die(self, job: jobs.ClaimedJob, worker_id: str, row, error: str | None) -> bool:
-        if not delivery.put_back(job, worker_id, HELD):
-            return False
-        _run(_DEAD, delivery_id=row.id, new_last_error=error)
-        delivery.wake_head(row.tenant_id, row.ordering_key, utcnow())  # a dead delivery stops blocking
-        return True
 
-    @staticmethod
-    def _finish(job: jobs.ClaimedJob, worker_id: str) -> None:
-        jobs.finish(job, worker_id)
-        db.session.commit()
+def _locked_row(uow: UnitOfWork, delivery_id):
+    """The delivery's row (``_ROW``), read under its ordering key's lock; None when it is gone."""
+    key = uow.run(_KEY, {"delivery_id": delivery_id}).scalar()
+    if key is None:
         return None
+    delivery.lock_key(uow, key)
+    return uow.run(_ROW, {"delivery_id": delivery_id}).first()
+
+
+def _post_attempt(uow: UnitOfWork, job: jobs.ClaimedJob, row) -> _Attempt:
+    """A signed POST: to the channel's current webhook URL with its current secret, if it has one."""
+    url, secret = row.url, job.payload.get("secret")
+    if row.channel_id is not None and url.startswith(("http://", "https://")):
+        channel = uow.run(_CHANNEL_WEBHOOK, {"channel_id": row.channel_id}).first()
+        if channel is not None:
+            secret = channel.webhook_secret
+            if channel.webhook_url:
+                url = channel.webhook_url  # stored on the row with the attempt
+    return _Attempt(row.id, row.tenant_id, row.ordering_key, row.delivery_uid, url,
+                    row.body.encode("utf-8"), secret or None)
+
+
+def _die(uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, row, error: str | None) -> None:
+    """Dead, its job kept for ``delivery.retry``; ``writes.Lost`` when the lease was lost."""
+    if not delivery.put_back(uow, job, worker_id, HELD):
+        raise writes.Lost()
+    uow.run(_DEAD, {"delivery_id": row.id, "new_last_error": error})
+    delivery.wake_head(uow, row.tenant_id, row.ordering_key, utcnow())  # a dead delivery stops blocking
 
 
 def _counted(result: str, latency_s: float | None = None) -> None:

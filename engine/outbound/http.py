@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import datetime
 import email.utils
-import functools
 import json as jsonlib
 import math
 import re
 import socket
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,88 +20,24 @@ from typing import Any
 
 import requests
 import urllib3
-from requests.adapters import HTTPAdapter
 from requests.structures import CaseInsensitiveDict
-from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
-from urllib3.exceptions import ConnectTimeoutError, NameResolutionError, NewConnectionError
-from urllib3.util.connection import allowed_gai_family
+from urllib3.exceptions import NameResolutionError, NewConnectionError
 
 from engine.errors import OutboundError, OutboundRefusedError
 from engine.outbound.guard import address_refusal, checked_host, refused
+from engine.outbound.pinned_connections import pinned_adapter
 
 _METHOD = re.compile(r"^[A-Z]{1,20}$")
 
 _READ_CHUNK = 65_536
 
-# --- pinned connections ---------------------------------------------------------------------------
 
-def _open_checked_socket(conn: HTTPConnection, allow_private: bool) -> socket.socket:
-    """Resolve once, check every address, connect to one of exactly those addresses.
-
-    Replaces urllib3's ``HTTPConnection._new_conn``; ``conn.host`` (Host header, SNI, certificate
-    name) stays the host name."""
-    host = conn._dns_host.strip("[]").rstrip(".")
-    try:
-        infos = socket.getaddrinfo(host, conn.port, allowed_gai_family(), socket.SOCK_STREAM)
-    except socket.gaierror as e:
-        raise NameResolutionError(conn.host, conn, e) from e
-    except UnicodeError as e:
-        raise NameResolutionError(conn.host, conn, socket.gaierror(str(e))) from e
-    if not infos:
-        raise NameResolutionError(conn.host, conn, socket.gaierror("no addresses"))
-    if not allow_private:
-        for info in infos:
-            kind = address_refusal(info[4][0])
-            if kind:
-                raise refused(f"{host} resolves to {info[4][0]}, a {kind} address")
-    err: OSError | None = None
-    for family, socktype, proto, _canonname, sockaddr in infos:
-        sock = None
-        try:
-            sock = socket.socket(family, socktype, proto)
-            for option in conn.socket_options or ():
-                sock.setsockopt(*option)
-            if isinstance(conn.timeout, (int, float)):
-                sock.settimeout(conn.timeout)
-            if conn.source_address:
-                sock.bind(conn.source_address)
-            sock.connect(sockaddr)
-            sys.audit("http.client.connect", conn, conn.host, conn.port)
-            return sock
-        except OSError as e:
-            err = e
-            if sock is not None:
-                sock.close()
-    assert err is not None
-    if isinstance(err, TimeoutError):
-        raise ConnectTimeoutError(
-            conn, f"Connection to {conn.host} timed out. (connect timeout={conn.timeout})") from err
-    raise NewConnectionError(conn, f"Failed to establish a new connection: {err}") from err
-
-
-@functools.lru_cache(maxsize=None)
-def _pool_classes(allow_private: bool) -> dict[str, type]:
-    """Connection pool classes whose connections open their sockets through the guard."""
-    def new_conn(self: HTTPConnection) -> socket.socket:
-        return _open_checked_socket(self, allow_private)
-
-    http_conn = type("PinnedHTTPConnection", (HTTPConnection,), {"_new_conn": new_conn})
-    https_conn = type("PinnedHTTPSConnection", (HTTPSConnection,), {"_new_conn": new_conn})
-    return {
-        "http": type("PinnedHTTPConnectionPool", (HTTPConnectionPool,), {"ConnectionCls": http_conn}),
-        "https": type("PinnedHTTPSConnectionPool", (HTTPSConnectionPool,), {"ConnectionCls": https_conn}),
-    }
-
-
-class _PinnedAdapter(HTTPAdapter):
-    def __init__(self, allow_private: bool, **kwargs: Any):
-        self._allow_private = allow_private
-        super().__init__(**kwargs)
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        super().init_poolmanager(*args, **kwargs)
-        self.poolmanager.pool_classes_by_scheme = _pool_classes(self._allow_private)
+def _refuse_non_public(host: str, addresses: list[str]) -> None:
+    """The guard's check of a resolved host: every address must be public."""
+    for address in addresses:
+        kind = address_refusal(address)
+        if kind:
+            raise refused(f"{host} resolves to {address}, a {kind} address")
 
 
 MAX_RETRY_AFTER_S = 86_400.0  # the longest Retry-After honoured
@@ -162,8 +96,8 @@ class OutboundHttp:
         self.timeout_s = float(timeout_s)
         self.max_response_bytes = int(max_response_bytes)
         self.user_agent = user_agent
-        self._adapter = _PinnedAdapter(self.allow_private, pool_connections=32, pool_maxsize=16,
-                                       max_retries=0)
+        self._adapter = pinned_adapter(None if self.allow_private else _refuse_non_public,
+                                       pool_connections=32, pool_maxsize=16, max_retries=0)
 
     def close(self) -> None:
         """Close pooled connections; the client can still be used afterwards (it reconnects)."""

@@ -1,7 +1,7 @@
 """Operator service tasks (``operator = http`` today): work that calls out, run outside the instance.
 
-The runner marks a ready operator task once and enqueues an ``operator`` job in its save
-transaction. That job is not an instance job, so it never holds the instance's queue: it reads the
+The runner marks a ready operator task once and ``OperatorCalls`` enqueues an ``operator`` job in
+its save. That job is not an instance job, so it never holds the instance's queue: it reads the
 task's data, calls out with no transaction open and no lease on the instance, retries with backoff
 on 5xx, 429, timeouts and connection errors, and hands the answer back as an ``operator_result``
 job of the instance, which the runner applies under the usual compare-and-swap.
@@ -13,6 +13,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
+from uuid import UUID
 
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import select
@@ -22,12 +23,12 @@ from bpmn.operators import INLINE_OPERATORS, operator_of
 from engine import jobs
 from engine import json_values
 from engine.errors import BatonError, CallFailedError, OutboundError, OutboundRefusedError, ScriptError
-from engine.jobs.kinds import OPERATOR_RESULT
+from engine.jobs.kinds import OPERATOR, OPERATOR_RESULT
 from engine.jobs.retry import http_task_delay
 from engine.outbound.http import OutboundHttp
 from engine.store import workflows
-from engine.store.db import db
 from engine.store.models import Instance
+from engine.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger("baton.operators")
 
@@ -43,6 +44,28 @@ class HttpCall:
     headers: dict[str, str]
     body: bytes | None
     timeout_s: float
+
+
+class OperatorCalls:
+    """Contributor (``engine.runtime.advance``): an ``operator`` job for each operator task the
+    advance made ready (``Outcome.dispatch``), queued with the state that made it ready."""
+
+    def contribute(self, advance):
+        dispatch = advance.outcome.dispatch
+        if not dispatch:
+            return None
+
+        def write(uow: UnitOfWork) -> None:
+            for work in dispatch:
+                jobs.enqueue(uow, advance.job.tenant_id, OPERATOR, payload={"instance_id": advance.instance_id, **work})
+        return write
+
+
+def _report(uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, outcome: dict[str, Any]) -> None:
+    """The call's answer (or failure) goes back to the instance as an ``operator_result`` job."""
+    jobs.enqueue(uow, job.tenant_id, OPERATOR_RESULT, instance_id=job.payload["instance_id"],
+                 payload={"spiff_task_id": job.payload["spiff_task_id"], **outcome})
+    jobs.finish(uow, job, worker_id)
 
 
 def operator_tasks_to_dispatch(workflow) -> list[dict[str, Any]]:
@@ -98,53 +121,56 @@ class HttpTaskRunner:
         self.outbound = outbound
         self.retry_base_s = retry_base_s
 
-    def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+    def handle(self, job: jobs.ClaimedJob, worker_id: str, uow: UnitOfWork) -> jobs.Then | None:
+        """Build the call from the task's data, extend the lease over it (committed before the
+        call), then call with no unit of work open and report the answer in the next one."""
         instance_id = job.payload["instance_id"]
-        task = self._load_task(instance_id, job.payload["spiff_task_id"])
+        task = self._load_task(uow, instance_id, job.payload["spiff_task_id"])
         if task is None:  # the instance ended or moved on (cancelled, interrupted by a timer)
-            jobs.finish(job, worker_id)
-            db.session.commit()
-            return
+            jobs.finish(uow, job, worker_id)
+            return None
         properties = task.task_spec.extensions.get("properties", {})
         retries = int(properties.get("retries") or DEFAULT_RETRIES)
         try:
             call = build_http_call(properties, dict(task.data), self.sandbox)
-            jobs.extend_lease(job, worker_id, call.timeout_s + 30)
-            result = self._call(call)
-        except CallFailedError as failure:
-            if failure.retryable and job.attempts <= retries:
-                jobs.release(job, worker_id, error=failure.message,
-                             delay_seconds=http_task_delay(job.attempts, self.retry_base_s, failure.retry_after_s))
-                return
-            outcome = {"ok": False, "message": failure.message, "status": failure.status}
         except (ScriptError, ValueError) as exc:
             message = exc.message if isinstance(exc, BatonError) else f"The headers property is not valid JSON: {exc}"
-            outcome = {"ok": False, "message": f"Building the HTTP request failed: {message}", "status": None}
-        else:
-            outcome = {"ok": True, "result": result}
-        jobs.enqueue(job.tenant_id, OPERATOR_RESULT, instance_id=instance_id,
-                     payload={"spiff_task_id": job.payload["spiff_task_id"], **outcome})
-        jobs.finish(job, worker_id)
-        db.session.commit()
+            _report(uow, job, worker_id, {"ok": False, "message": f"Building the HTTP request failed: {message}",
+                                          "status": None})
+            return None
+        jobs.extend_lease(uow, job, worker_id, call.timeout_s + 30)
+        return jobs.Then(call=lambda: self._outcome(call), step=lambda uow, outcome: self._record(
+            uow, job, worker_id, retries, outcome))
 
-    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
-        jobs.enqueue(job.tenant_id, OPERATOR_RESULT, instance_id=job.payload["instance_id"],
-                     payload={"spiff_task_id": job.payload["spiff_task_id"], "ok": False, "status": None,
-                              "message": "An internal error stopped this call; the instance can be retried."})
-        jobs.finish(job, worker_id)
-        db.session.commit()
+    def _outcome(self, call: HttpCall) -> CallFailedError | dict[str, Any]:
+        try:
+            return {"ok": True, "result": self._call(call)}
+        except CallFailedError as failure:
+            return failure
 
-    def _load_task(self, instance_id: int, spiff_task_id: str):
-        row = db.session.execute(
+    def _record(self, uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, retries: int,
+                outcome: CallFailedError | dict[str, Any]) -> None:
+        if isinstance(outcome, CallFailedError):
+            if outcome.retryable and job.attempts <= retries:
+                jobs.release(uow, job, worker_id, error=outcome.message,
+                             delay_seconds=http_task_delay(job.attempts, self.retry_base_s, outcome.retry_after_s))
+                return
+            outcome = {"ok": False, "message": outcome.message, "status": outcome.status}
+        _report(uow, job, worker_id, outcome)
+
+    def give_up(self, job: jobs.ClaimedJob, worker_id: str, uow: UnitOfWork) -> None:
+        _report(uow, job, worker_id, {"ok": False, "status": None,
+                                      "message": "An internal error stopped this call; the instance can be retried."})
+
+    def _load_task(self, uow: UnitOfWork, instance_id: int, spiff_task_id: str):
+        row = uow.execute(
             select(Instance.tenant_id, Instance.status, Instance.state, Instance.definition_id,
                    Instance.called_definitions).where(Instance.id == instance_id)).one_or_none()
         if row is None or row.status != "running" or row.state is None:
             return None
-        specs, _ = self.specs.resolve(row.tenant_id, row.definition_id, row.called_definitions)
-        db.session.rollback()  # nothing is held while calling out
+        specs, _ = self.specs.resolve(uow, row.tenant_id, row.definition_id, row.called_definitions)
+        uow.end_read()  # nothing is held while the task is rebuilt and the call goes out
         workflow = workflows.restore_workflow(row.state, specs, self.script_engine)
-        from uuid import UUID
-
         try:
             task = workflow.get_task_from_id(UUID(spiff_task_id))
         except Exception:  # noqa: BLE001 - a task gone from the tree is simply not there any more

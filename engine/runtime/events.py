@@ -19,7 +19,7 @@ from engine.chat.ai_dialogs import is_ai_chat
 from engine.errors import ExternalTaskError, OperatorError
 from engine.jobs import kinds
 from engine.outbound.http_tasks import DISPATCHED, FAILED
-from engine.runtime.human_tasks import is_human
+from engine.runtime.human_task_rows import is_human
 from engine.store import workflows
 
 log = logging.getLogger("baton.runner")

@@ -15,7 +15,7 @@ from SpiffWorkflow.bpmn.specs.mixins.events.end_event import EndEvent
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 
-from bpmn import all_task_specs, awaited_correlation, is_external_task
+from bpmn import all_task_specs, awaited_correlation, is_external_task, spiff_internals
 from engine.store import pruning, workflows
 from engine.store.db import iso
 
@@ -106,7 +106,7 @@ def _events_awaited(task) -> tuple[list[str], list[str], datetime | None]:
 
 def timer_due_at(task) -> datetime | None:
     """A waiting timer's due time (naive UTC), from the value SpiffWorkflow stored for it."""
-    value = task._get_internal_data("event_value")
+    value = spiff_internals.event_value(task)
     if isinstance(value, dict):  # a cycle that has not started yet
         value = value.get("next")
     if not value:

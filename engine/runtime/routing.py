@@ -1,10 +1,10 @@
 """Messages and signals between instances: which instances a message or signal reaches, which
 processes it starts, and what becomes of a message that reaches nobody.
 
-``deliver`` works inside its caller's transaction (``message.correlate``, ``signal.broadcast``,
+``deliver`` works inside its caller's unit of work (``message.correlate``, ``signal.broadcast``,
 and the ``thrown`` job that carries what an advance threw, committed with the thrower's state, so
 a ``kill -9`` loses nothing). The instances waiting for a name are found by their event
-subscriptions (``engine.runtime.subscriptions``).
+subscriptions (``engine.runtime.subscription_rows``).
 
 * A **message** goes to the running instances waiting for its name whose correlation matches:
   each key it carries must equal the instance's value for it, its correlation property's value,
@@ -29,8 +29,9 @@ from engine.chat import outbox as chat_outbox
 from engine.errors import ConflictError
 from engine.jobs import kinds
 from engine.store import workflows, writes
-from engine.store.db import db, utcnow
+from engine.store.db import utcnow
 from engine.store.models import Definition, EventSubscription, Instance
+from engine.store.unit_of_work import UnitOfWork
 from engine.telemetry import metrics
 
 log = logging.getLogger("baton.routing")
@@ -39,11 +40,23 @@ QUEUED = "message_queued"  # a waiting_for entry already claimed by an accepted 
 _CLAIM_TRIES = 5
 
 
-def deliver(tenant_id: int, kind: str, name: str, variables: dict[str, Any], correlation: dict[str, Any], *,
+class ThrownEvents:
+    """Contributor (``engine.runtime.advance``): what an advance threw for other instances, carried
+    by a ``thrown`` job committed with the state that threw it (a ``kill -9`` loses nothing)."""
+
+    def contribute(self, advance):
+        thrown = advance.outcome.thrown
+        if not thrown:
+            return None
+        return lambda uow: jobs.enqueue(uow, advance.job.tenant_id, kinds.THROWN, payload={
+            "instance_id": advance.instance_id, "events": thrown})
+
+
+def deliver(uow: UnitOfWork, tenant_id: int, kind: str, name: str, variables: dict[str, Any], correlation: dict[str, Any], *,
             exclude: int | None = None, single: bool = False) -> dict[str, list[int]]:
     """Deliver in the caller's transaction: ``{"reached": [instance ids], "started": [instance ids]}``.
     ``single``: a message may reach one instance only (ConflictError when several match)."""
-    waiting = _waiting(tenant_id, kind, name, correlation if kind == "message" else {}, exclude)
+    waiting = _waiting(uow, tenant_id, kind, name, correlation if kind == "message" else {}, exclude)
     if single and len(waiting) > 1:
         shown = ", ".join(str(i) for i in list(waiting)[:10])
         raise ConflictError(f"The message '{name}' matches {len(waiting)} waiting instances ({shown}); give "
@@ -52,21 +65,21 @@ def deliver(tenant_id: int, kind: str, name: str, variables: dict[str, Any], cor
     reached = []
     for instance_id, element_ids in waiting.items():
         if kind == "signal":
-            jobs.enqueue(tenant_id, kinds.SIGNAL, instance_id=instance_id,
+            jobs.enqueue(uow, tenant_id, kinds.SIGNAL, instance_id=instance_id,
                          payload={"signal": name, "variables": variables})
             reached.append(instance_id)
-        elif _claim(instance_id, name, element_ids):
-            jobs.enqueue(tenant_id, kinds.MESSAGE, instance_id=instance_id,
+        elif _claim(uow, instance_id, name, element_ids):
+            jobs.enqueue(uow, tenant_id, kinds.MESSAGE, instance_id=instance_id,
                          payload={"message": name, "variables": variables, "correlation": correlation})
             reached.append(instance_id)
-    started = _start(tenant_id, kind, name, variables, correlation) if kind == "signal" or not reached else []
+    started = _start(uow, tenant_id, kind, name, variables, correlation) if kind == "signal" or not reached else []
     return {"reached": reached, "started": started}
 
 
-def _waiting(tenant_id: int, kind: str, name: str, correlation: dict[str, Any],
+def _waiting(uow: UnitOfWork, tenant_id: int, kind: str, name: str, correlation: dict[str, Any],
              exclude: int | None) -> dict[int, list[str]]:
     """The running instances waiting for ``name`` whose correlation matches: {id: element ids}."""
-    rows = db.session.execute(
+    rows = uow.execute(
         select(EventSubscription.instance_id, EventSubscription.element_id, EventSubscription.correlation,
                Instance.variables)
         .join(Instance, Instance.id == EventSubscription.instance_id)
@@ -95,12 +108,12 @@ def matches(correlation: dict[str, Any], awaited: dict[str, Any], variables: dic
     return True
 
 
-def _claim(instance_id: int, name: str, element_ids: list[str]) -> bool:
+def _claim(uow: UnitOfWork, instance_id: int, name: str, element_ids: list[str]) -> bool:
     """Mark the instance's waiting element as taken by this message (compare-and-swap on the
     revision, as ``process.message`` does), so that a second message before this one is applied
     is not accepted and then dropped; False when it no longer waits for ``name``."""
     for _ in range(_CLAIM_TRIES):
-        row = db.session.execute(select(Instance.revision, Instance.waiting_for, Instance.status)
+        row = uow.execute(select(Instance.revision, Instance.waiting_for, Instance.status)
                                  .where(Instance.id == instance_id)).one_or_none()
         if row is None or row.status != "running":
             return False
@@ -110,23 +123,23 @@ def _claim(instance_id: int, name: str, element_ids: list[str]) -> bool:
         if entry is None:
             return False
         entry[QUEUED] = True
-        if db.session.execute(update(Instance).where(Instance.id == instance_id, Instance.revision == row.revision)
+        if uow.execute(update(Instance).where(Instance.id == instance_id, Instance.revision == row.revision)
                               .values(waiting_for=entries, revision=Instance.revision + 1)).rowcount == 1:
             return True
     raise ConflictError(f"Instance {instance_id} kept changing while the message '{name}' arrived; send it again.")
 
 
-def _start(tenant_id: int, kind: str, name: str, variables: dict[str, Any], correlation: dict[str, Any]) -> list[int]:
+def _start(uow: UnitOfWork, tenant_id: int, kind: str, name: str, variables: dict[str, Any], correlation: dict[str, Any]) -> list[int]:
     """Start the latest version of each code whose message (signal) start event has ``name``."""
     latest = select(func.max(Definition.id)).where(Definition.tenant_id == tenant_id).group_by(Definition.code)
-    rows = db.session.execute(select(Definition.id, Definition.start_events)
+    rows = uow.execute(select(Definition.id, Definition.start_events)
                               .where(Definition.id.in_(latest)).order_by(Definition.id)).all()
     started = []
     for definition_id, start_events in rows:
         for start in start_events or []:
             if start.get("trigger") == kind and start.get(kind) == name:
                 trigger = {"kind": kind, "name": name, "variables": variables, "correlation": correlation}
-                started.append(writes.create_instance(writes.SessionExecutor(), tenant_id, definition_id,
+                started.append(writes.create_instance(uow, tenant_id, definition_id,
                                                       dict(variables), kinds.START,
                                                       {"start_event": start["element_id"], "trigger": trigger}))
                 break
@@ -136,25 +149,23 @@ def _start(tenant_id: int, kind: str, name: str, variables: dict[str, Any], corr
 class ThrownRunner:
     """Job handler for ``thrown`` jobs: what one advance of an instance threw, delivered in order."""
 
-    def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+    def handle(self, job: jobs.ClaimedJob, worker_id: str, uow: UnitOfWork) -> None:
         thrower = job.payload["instance_id"]
         for event in job.payload["events"]:
-            result = deliver(job.tenant_id, event["kind"], event["name"], event.get("variables") or {},
+            result = deliver(uow, job.tenant_id, event["kind"], event["name"], event.get("variables") or {},
                              event.get("correlation") or {}, exclude=thrower)
             if event["kind"] == "message" and not result["reached"] and not result["started"]:
-                _undelivered(job.tenant_id, thrower, event)
-        jobs.finish(job, worker_id)
-        db.session.commit()
+                _undelivered(uow, job.tenant_id, thrower, event)
+        jobs.finish(uow, job, worker_id)
 
-    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+    def give_up(self, job: jobs.ClaimedJob, worker_id: str, uow: UnitOfWork) -> None:
         """Delivering kept failing for a reason of ours: the job is kept aside (never dropped)."""
         log.error("thrown events of instance %s: delivery kept failing; job %s held", job.payload.get("instance_id"),
                   job.id)
-        jobs.hold(job, worker_id, "held: delivering these messages kept failing")
-        db.session.commit()
+        jobs.hold(uow, job, worker_id, "held: delivering these messages kept failing")
 
 
-def _undelivered(tenant_id: int, thrower: int, event: dict[str, Any]) -> None:
+def _undelivered(uow: UnitOfWork, tenant_id: int, thrower: int, event: dict[str, Any]) -> None:
     name, element_id = event["name"], event.get("element_id")
     correlation = event.get("correlation") or {}
     said = f" with the correlation {correlation}" if correlation else ""
@@ -167,13 +178,13 @@ def _undelivered(tenant_id: int, thrower: int, event: dict[str, Any]) -> None:
     # Failed where it stands, as an internal failure is (Runner.give_up): it has moved on since the
     # throw (an advance under way loses its compare-and-swap); one that completed meanwhile did not
     # complete as modelled. process.retry resumes it where it waits.
-    was, definition_id = db.session.execute(select(Instance.status, Instance.definition_id)
+    was, definition_id = uow.execute(select(Instance.status, Instance.definition_id)
                                             .where(Instance.id == thrower)).one_or_none() or (None, None)
-    failed = db.session.execute(
+    failed = uow.execute(
         update(Instance).where(Instance.id == thrower, Instance.status.in_(("running", "completed")))
         .values(status="failed", completed_at=func.coalesce(Instance.completed_at, utcnow()),
                 revision=Instance.revision + 1, error={"message": message, "element_id": element_id}))
     if failed.rowcount and was == "running":
-        chat_outbox.close_for_instance(thrower)
-        # counted before the thrown job's commit: a rollback there (rare) leaves one too many
-        metrics.INSTANCES_ENDED.labels(workflows.definition_code(definition_id), "failed").inc()
+        chat_outbox.close_for_instance(uow, thrower)
+        code = workflows.definition_code(uow, definition_id)
+        uow.after_commit(lambda: metrics.INSTANCES_ENDED.labels(code, "failed").inc())

@@ -21,8 +21,9 @@ from engine import jobs
 from engine.jobs.kinds import START, TIMER_START
 from engine.store import workflows, writes
 from engine.errors import BpmnValidationError
-from engine.store.db import db, utcnow
+from engine.store.db import utcnow
 from engine.store.models import Definition, Job
+from engine.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger("baton.timer_starts")
 
@@ -60,12 +61,12 @@ def first_run(kind: str, expression: str) -> tuple[datetime, int, float]:
     return _naive_utc(start or now), cycles, interval.total_seconds()
 
 
-def schedule(definition: Definition, timer_starts: list) -> None:
+def schedule(uow: UnitOfWork, definition: Definition, timer_starts: list) -> None:
     """Replace the code's schedule by this definition's (inside the deploy transaction)."""
-    old = db.session.execute(select(Job).where(Job.tenant_id == definition.tenant_id, Job.kind == TIMER_START)).scalars()
+    old = uow.execute(select(Job).where(Job.tenant_id == definition.tenant_id, Job.kind == TIMER_START)).scalars()
     stale = [job.id for job in old if job.payload.get("code") == definition.code]
     if stale:
-        db.session.execute(delete(Job).where(Job.id.in_(stale)))
+        uow.execute(delete(Job).where(Job.id.in_(stale)))
     errors = []
     for timer in timer_starts:
         try:
@@ -73,7 +74,7 @@ def schedule(definition: Definition, timer_starts: list) -> None:
         except ValueError as exc:
             errors.append({"element_id": timer.element_id, "line": timer.line, "message": str(exc)})
             continue
-        jobs.enqueue(definition.tenant_id, TIMER_START, run_at=due, payload={
+        jobs.enqueue(uow, definition.tenant_id, TIMER_START, run_at=due, payload={
             "definition_id": definition.id, "code": definition.code, "element_id": timer.element_id,
             "runs_left": runs, "interval_s": interval, "due": due.isoformat(),
             **({"cron": ast.literal_eval(timer.expression)} if timer.kind == "cron" else {})})
@@ -84,34 +85,32 @@ def schedule(definition: Definition, timer_starts: list) -> None:
 class TimerStartRunner:
     """Job handler for ``timer_start`` jobs."""
 
-    def handle(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+    def handle(self, job: jobs.ClaimedJob, worker_id: str, uow: UnitOfWork) -> None:
         payload: dict[str, Any] = job.payload
-        if workflows.latest_definition_id(job.tenant_id, payload["code"], missing=None) == payload["definition_id"]:
+        if workflows.latest_definition_id(uow, job.tenant_id, payload["code"], missing=None) == payload["definition_id"]:
             # The parser made the timer start a plain start event: the new instance runs at once.
-            writes.create_instance(writes.SessionExecutor(), job.tenant_id, payload["definition_id"], {}, START,
+            writes.create_instance(uow, job.tenant_id, payload["definition_id"], {}, START,
                                    {"start_event": payload["element_id"]})
-            _schedule_next(job.tenant_id, payload)
-        jobs.finish(job, worker_id)
-        db.session.commit()
+            _schedule_next(uow, job.tenant_id, payload)
+        jobs.finish(uow, job, worker_id)
 
-    def give_up(self, job: jobs.ClaimedJob, worker_id: str) -> None:
+    def give_up(self, job: jobs.ClaimedJob, worker_id: str, uow: UnitOfWork) -> None:
         """This firing kept failing for an internal reason: it is skipped, the schedule goes on."""
         log.error("timer start %s of %s: skipped after repeated internal errors", job.payload.get("element_id"),
                   job.payload.get("code"))
-        _schedule_next(job.tenant_id, job.payload)
-        jobs.finish(job, worker_id)
-        db.session.commit()
+        _schedule_next(uow, job.tenant_id, job.payload)
+        jobs.finish(uow, job, worker_id)
 
 
-def _schedule_next(tenant_id: int, payload: dict[str, Any]) -> None:
+def _schedule_next(uow: UnitOfWork, tenant_id: int, payload: dict[str, Any]) -> None:
     """A cycle's next run, from the previous due time (no drift); nothing after the last one."""
     if payload.get("cron"):
         due = cron_next_after(payload["cron"], datetime.fromisoformat(payload["due"]).replace(tzinfo=timezone.utc))
         if due is not None:
             due = _naive_utc(due)
-            jobs.enqueue(tenant_id, TIMER_START, run_at=max(due, utcnow()), payload={**payload, "due": due.isoformat()})
+            jobs.enqueue(uow, tenant_id, TIMER_START, run_at=max(due, utcnow()), payload={**payload, "due": due.isoformat()})
         return
     if payload["runs_left"] > 1:
         due = datetime.fromisoformat(payload["due"]) + timedelta(seconds=payload["interval_s"])
-        jobs.enqueue(tenant_id, TIMER_START, run_at=max(due, utcnow()), payload={
+        jobs.enqueue(uow, tenant_id, TIMER_START, run_at=max(due, utcnow()), payload={
             **payload, "runs_left": payload["runs_left"] - 1, "due": due.isoformat()})

@@ -37,6 +37,8 @@ from SpiffWorkflow.bpmn.specs.mixins.events.end_event import EndEvent
 from SpiffWorkflow.bpmn.specs.mixins.unstructured_join import UnstructuredJoin
 from SpiffWorkflow.util.task import TaskState
 
+from bpmn import spiff_internals as spiff
+
 # A tree of at most this many tasks (subprocesses' included) is saved whole: most instances end
 # below it and never pay for a pass or a row; one that loops is pruned whenever it grows past it.
 PRUNE_ABOVE = 40
@@ -86,9 +88,9 @@ def _prune(top, workflow, rows: list[list[Any]]) -> None:
         source = task.internal_data[FROM] if FROM in task.internal_data else source
         if task.id in keep:
             children[anchor.id].append(task.id)
-            if task._parent != anchor.id:
+            if spiff.parent_id(task) != anchor.id:
                 task.internal_data[FROM] = source
-                task._parent = anchor.id
+                spiff.set_parent_id(task, anchor.id)
             children[task.id] = []
             anchor = task
         else:
@@ -98,7 +100,7 @@ def _prune(top, workflow, rows: list[list[Any]]) -> None:
         below = task.task_spec.bpmn_id or source
         stack.extend((child, anchor, below) for child in reversed(task.children))
     for task_id, kept in children.items():
-        workflow.tasks[task_id]._children = kept
+        spiff.set_child_ids(workflow.tasks[task_id], kept)
     for task in removed:
         if task.id in top.subprocesses:
             _log_subprocess(top, top.subprocesses[task.id], rows)
@@ -134,9 +136,9 @@ def _needed(workflow) -> set:
             keep.add(task.id)
         elif not task.has_state(_GONE):
             keep.add(task.id)
-            keep.update(task._children)
-            if task._parent is not None:
-                keep.add(task._parent)
+            keep.update(spiff.child_ids(task))
+            if spiff.parent_id(task) is not None:
+                keep.add(spiff.parent_id(task))
             if isinstance(spec, UnstructuredJoin):
                 waiting_joins.add(spec)
             split = getattr(spec, "split_task", None)
@@ -162,6 +164,6 @@ def _needed(workflow) -> set:
         for task in workflow.tasks.values():
             if task.task_spec in waiting_joins and task.id not in ancestors:
                 keep.add(task.id)
-                if task._parent is not None:
-                    keep.add(task._parent)
+                if spiff.parent_id(task) is not None:
+                    keep.add(spiff.parent_id(task))
     return keep

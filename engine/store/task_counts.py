@@ -17,7 +17,8 @@ from __future__ import annotations
 from sqlalchemy import BigInteger, String, func, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from engine.store.db import Base, db
+from engine.store.db import Base
+from engine.store.unit_of_work import UnitOfWork
 
 
 class TaskCount(Base):
@@ -31,11 +32,11 @@ class TaskCount(Base):
     tasks: Mapped[int] = mapped_column(BigInteger)
 
 
-def total(tenant_id: int, *, status: str | None = None, definition_id: int | None = None) -> int:
+def total(uow: UnitOfWork, tenant_id: int, *, status: str | None = None, definition_id: int | None = None) -> int:
     """The tenant's tasks (of ``status``, of ``definition_id``): a sum over a handful of rows."""
     query = select(func.coalesce(func.sum(TaskCount.tasks), 0)).where(TaskCount.tenant_id == tenant_id)
     if status is not None:
         query = query.where(TaskCount.status == status)
     if definition_id is not None:
         query = query.where(TaskCount.definition_id == definition_id)
-    return int(db.session.execute(query).scalar_one())
+    return int(uow.execute(query).scalar_one())

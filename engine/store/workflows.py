@@ -13,13 +13,14 @@ from typing import Any
 # The mixin: the BPMN and the Spiff parsers build different CallActivity classes that share it.
 from SpiffWorkflow.bpmn.specs.mixins.subworkflow_task import CallActivity
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 
 from bpmn import load_spec, workflow_from_json, workflow_to_json
 from engine.errors import CallActivityError
 from engine.store import state_versions
-from engine.store.db import db
+from engine.store.driver import Statement
 from engine.store.models import Definition
+from engine.store.unit_of_work import UnitOfWork
 
 
 class SpecCache:
@@ -30,13 +31,13 @@ class SpecCache:
         self._specs: OrderedDict[int, tuple] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, tenant_id: int, definition_id: int) -> tuple:
+    def get(self, uow: UnitOfWork, tenant_id: int, definition_id: int) -> tuple:
         with self._lock:
             specs = self._specs.get(definition_id)
             if specs is not None:
                 self._specs.move_to_end(definition_id)
                 return specs
-        spec_json, code = db.session.execute(select(Definition.spec_json, Definition.code).where(
+        spec_json, code = uow.execute(select(Definition.spec_json, Definition.code).where(
             Definition.tenant_id == tenant_id, Definition.id == definition_id)).one()
         _remember_code(definition_id, code)
         specs = load_spec(spec_json)
@@ -46,14 +47,15 @@ class SpecCache:
                 self._specs.popitem(last=False)
         return specs
 
-    def resolve(self, tenant_id: int, definition_id: int, pinned: dict[str, int] | None) -> tuple[tuple, dict]:
+    def resolve(self, uow: UnitOfWork, tenant_id: int, definition_id: int,
+                pinned: dict[str, int] | None) -> tuple[tuple, dict]:
         """The specs to run a definition with, call activity targets included.
 
         A call activity names another definition's code; it runs that code's latest version at the
         time the instance first needs it, and keeps that version (``pinned``) for the rest of its life,
         so a re-deploy never changes a subprocess under a running instance.
         """
-        spec, subprocess_specs = self.get(tenant_id, definition_id)
+        spec, subprocess_specs = self.get(uow, tenant_id, definition_id)
         pinned = dict(pinned or {})
         composed = dict(subprocess_specs)
         pending = _called_codes(spec, composed)
@@ -64,8 +66,8 @@ class SpecCache:
             if len(composed) > MAX_CALLED_SPECS:
                 raise CallActivityError(f"More than {MAX_CALLED_SPECS} processes are called; is a call recursive?")
             if code not in pinned:
-                pinned[code] = latest_definition_id(tenant_id, code)
-            called_spec, called_subprocesses = self.get(tenant_id, pinned[code])
+                pinned[code] = latest_definition_id(uow, tenant_id, code)
+            called_spec, called_subprocesses = self.get(uow, tenant_id, pinned[code])
             composed[code] = called_spec
             composed.update({k: v for k, v in called_subprocesses.items() if k not in composed})
             pending |= _called_codes(called_spec, composed)
@@ -86,11 +88,14 @@ _codes: dict[int, str] = {}  # definition id -> its code (never changes); filled
 MAX_CODES = 4096
 
 
-def definition_code(definition_id: int) -> str:
+_CODE = Statement(select(Definition.code).where(Definition.id == bindparam("definition_id")))
+
+
+def definition_code(uow: UnitOfWork, definition_id: int) -> str:
     """The code of a definition (what metrics are labelled with): from memory once known."""
     code = _codes.get(definition_id)
     if code is None:
-        code = db.session.execute(select(Definition.code).where(Definition.id == definition_id)).scalar_one()
+        [(code,)] = uow.rows(_CODE, {"definition_id": definition_id})
         _remember_code(definition_id, code)
     return code
 
@@ -101,10 +106,10 @@ def _remember_code(definition_id: int, code: str) -> None:
     _codes[definition_id] = code
 
 
-def latest_definition_id(tenant_id: int, code: str, *, missing: Any = _RAISE) -> int:
+def latest_definition_id(uow: UnitOfWork, tenant_id: int, code: str, *, missing: Any = _RAISE) -> int:
     """The id of the code's latest version; when there is none, ``missing`` if given, else
     CallActivityError (a call activity names a process that is not deployed)."""
-    found = db.session.execute(
+    found = uow.execute(
         select(Definition.id).where(Definition.tenant_id == tenant_id, Definition.code == code)
         .order_by(Definition.version.desc()).limit(1)).scalar_one_or_none()
     if found is None:

@@ -30,6 +30,11 @@ INSTANCES_ENDED = Counter(
 ADVANCE_SECONDS = Histogram(
     "baton_advance_duration_seconds", "One advance of an instance (read, run, save), by job kind.", ["kind"])
 
+# -- transactions (engine.store.unit_of_work) --
+TRANSACTIONS = Counter(
+    "baton_transactions_total",
+    "Units of work committed, by owner (rpc, a door, claim, job:<kind>, batch, cli ...).", ["owner"])
+
 # -- jobs (engine.jobs.worker) --
 JOB_RETRIES = Counter(
     "baton_job_retries_total", "Jobs whose handler raised and that will be tried again, by kind.", ["kind"])

@@ -21,7 +21,7 @@ from engine import auth
 from engine.outbound import delivery
 from engine.store.db import db, utcnow
 from engine.store.models import Channel
-from tests.harness import RpcError
+from tests.harness import RpcError, unit_of_work_of
 
 ITEM_KEYS = {"delivery_id", "delivery_uid", "channel_id", "event", "url", "status", "attempts", "last_status",
              "last_error", "created_at", "next_attempt_at", "sent_at", "external_id", "receipt"}
@@ -37,18 +37,25 @@ def local(database_url):
 
 
 @pytest.fixture
-def tenant_id(local, admin_key) -> int:
+def uow(local):
+    unit = unit_of_work_of(local)
+    yield unit
+    unit.rollback()
+
+
+@pytest.fixture
+def tenant_id(local, admin_key, uow) -> int:
     with local.app_context():
-        return auth.authenticate(admin_key).tenant_id
+        return auth.authenticate(uow, admin_key).tenant_id
 
 
-def queue(local, tenant_id: int, url: str, text: str, *, secret: str | None = None,
+def queue(uow, local, tenant_id: int, url: str, text: str, *, secret: str | None = None,
           channel_id: int | None = None) -> int:
     with local.app_context():
-        row = delivery.queue(tenant_id, url=url, payload=delivery.message_payload("c-1", text, utcnow()),
+        row = delivery.queue(uow, tenant_id, url=url, payload=delivery.message_payload("c-1", text, utcnow()),
                              secret=secret, ordering_key=f"it:{uuid.uuid4().hex[:8]}", channel_id=channel_id)
         delivery_id = row.id
-        db.session.commit()
+        uow.commit()
         return delivery_id
 
 
@@ -71,8 +78,8 @@ def header(received, name: str) -> str | None:
     return next((v for k, v in received.headers.items() if k.lower() == name.lower()), None)
 
 
-def test_the_servers_workers_send_it_and_delivery_list_shows_it(api, local, tenant_id, receiver):
-    delivery_id = queue(local, tenant_id, receiver.url + "/chat", "Hello Zoë!", secret="list-secret")
+def test_the_servers_workers_send_it_and_delivery_list_shows_it(api, local, tenant_id, receiver, uow):
+    delivery_id = queue(uow, local, tenant_id, receiver.url + "/chat", "Hello Zoë!", secret="list-secret")
     [got] = receiver.wait_for(1, timeout=30)
     item = wait_listed(api, delivery_id, "sent")
     assert set(item) == ITEM_KEYS                       # no body, no secret
@@ -86,28 +93,28 @@ def test_the_servers_workers_send_it_and_delivery_list_shows_it(api, local, tena
     assert listed(api, delivery_id, status="sent") == item
     assert listed(api, delivery_id, status="dead") is None and listed(api, delivery_id, status="queued") is None
     # Newest first, paged.
-    newer = queue(local, tenant_id, receiver.url, "second")
+    newer = queue(uow, local, tenant_id, receiver.url, "second")
     first_page = api.call("delivery.list", per_page=1)
     assert first_page["items"][0]["delivery_id"] == newer and first_page["per_page"] == 1
     assert first_page["total"] >= 2 and api.call("delivery.list", per_page=1, page=2)["items"][0]["delivery_id"] < newer
 
 
-def test_a_dead_delivery_is_listed_and_resent_by_delivery_retry(api, local, tenant_id, receiver):
+def test_a_dead_delivery_is_listed_and_resent_by_delivery_retry(api, local, tenant_id, receiver, uow):
     with local.app_context():
         channel = Channel(tenant_id=tenant_id, type="webchat", name=f"dl-{uuid.uuid4().hex[:8]}",
                           webhook_url="http://127.0.0.1:0/hook", webhook_secret="chan-secret", settings={})
-        db.session.add(channel)
-        db.session.commit()
+        uow.session.add(channel)
+        uow.commit()
         channel_id = channel.id
-    delivery_id = queue(local, tenant_id, "http://127.0.0.1:0/hook", "are you there?", secret="chan-secret",
+    delivery_id = queue(uow, local, tenant_id, "http://127.0.0.1:0/hook", "are you there?", secret="chan-secret",
                         channel_id=channel_id)
     dead = wait_listed(api, delivery_id, "dead")           # port 0: the URL check refuses it at once
     assert dead["attempts"] == 1 and dead["channel_id"] == channel_id
     assert "not allowed" in dead["last_error"] and "port" in dead["last_error"]
     assert listed(api, delivery_id, status="dead") == dead
     with local.app_context():                              # the admin fixes the channel's URL ...
-        db.session.execute(select(Channel).where(Channel.id == channel_id)).scalar_one().webhook_url = receiver.url
-        db.session.commit()
+        uow.session.execute(select(Channel).where(Channel.id == channel_id)).scalar_one().webhook_url = receiver.url
+        uow.commit()
     assert api.call("delivery.retry", delivery_id=delivery_id) == {"delivery_id": delivery_id, "status": "queued"}
     [got] = receiver.wait_for(1, timeout=30)               # ... and re-sends it: same uid, still signed
     assert header(got, "X-Baton-Delivery") == dead["delivery_uid"]
@@ -120,8 +127,8 @@ def test_a_dead_delivery_is_listed_and_resent_by_delivery_retry(api, local, tena
     assert refused.value.reason == "conflict"
 
 
-def test_delivery_methods_need_admin_and_stay_in_the_tenant(server, api, other_api, local, tenant_id, receiver):
-    delivery_id = queue(local, tenant_id, receiver.url, "mine")
+def test_delivery_methods_need_admin_and_stay_in_the_tenant(server, api, other_api, local, tenant_id, receiver, uow):
+    delivery_id = queue(uow, local, tenant_id, receiver.url, "mine")
     with pytest.raises(RpcError) as not_theirs:
         other_api.call("delivery.retry", delivery_id=delivery_id)
     assert not_theirs.value.reason == "not_found"

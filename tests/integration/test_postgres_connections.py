@@ -161,19 +161,23 @@ def test_a_worker_failing_an_instance_beside_a_cancel_neither_deadlocks(pg_url):
     the worker waits for the job before it touches the instance, finds it gone with the cancelled
     instance, and leaves the instance cancelled."""
     app = create_app({"database_url": pg_url, "workers": 0})
+    units = app.extensions["baton.units"]
     try:
         with app.app_context():
-            tenant_id, deployed = deploy_for_new_tenant("wait_for_person.bpmn")
-            definition = instances.resolve_definition(tenant_id, deployed["definition_id"])
-            instance_id = instances.start(tenant_id, definition, {})["instance_id"]
-            [job] = jobs.claim("failing-worker", 30)
+            uow = units.new("test")
+            tenant_id, deployed = deploy_for_new_tenant(uow, "wait_for_person.bpmn")
+            definition = instances.resolve_definition(uow, tenant_id, deployed["definition_id"])
+            instance_id = instances.start(uow, tenant_id, definition, {})["instance_id"]
+            [job] = jobs.claim(uow, "failing-worker", 30)
+            uow.commit()
             db.session.remove()
         errors: list[BaseException] = []
 
         def give_up() -> None:
             with app.app_context():
                 try:
-                    Runner(None, None, wakers=None, public_url="http://127.0.0.1").give_up(job, "failing-worker")
+                    with units.begin("test") as uow:
+                        Runner(None, None, ()).give_up(job, "failing-worker", uow)
                 except BaseException as error:  # noqa: BLE001 - reported by the assertion below
                     errors.append(error)
                 finally:

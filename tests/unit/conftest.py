@@ -8,13 +8,14 @@ import pytest
 from sqlalchemy import delete
 
 from app import create_app
-from engine import definitions
+from engine import definitions, jobs
 from engine.auth import create_tenant
 from engine.store.db import db
 from engine.store.models import Job
+from engine.store.unit_of_work import UnitOfWork
 from engine.sandbox import Sandbox, SandboxScriptEngine
 from tests.conftest import make_database_url
-from tests.harness import bpmn, drop_postgres_database
+from tests.harness import bpmn, drop_postgres_database, unit_of_work_of
 
 
 @pytest.fixture(scope="module")
@@ -30,6 +31,16 @@ def app(backend, tmp_path_factory):
         drop_postgres_database(url)
 
 
+@pytest.fixture
+def uow(app):
+    """The test's unit of work, reused after each ``commit`` or ``rollback`` (a unit of work starts
+    its next transaction on first use); rolled back at the end. Its session is the app context's
+    that is active where it is first used (a fixture's, or the test's own)."""
+    unit = unit_of_work_of(app)
+    yield unit
+    unit.rollback()
+
+
 @pytest.fixture(scope="module")
 def script_engine():
     sandbox = Sandbox(timeout_s=5, memory_mb=256, hosts=1)
@@ -37,13 +48,20 @@ def script_engine():
     sandbox.close()
 
 
-def deploy_for_new_tenant(name: str) -> tuple[int, dict]:
+def deploy_for_new_tenant(uow: UnitOfWork, name: str) -> tuple[int, dict]:
     """Inside an app context: no job left by an earlier test (the test plays the worker and claims
     whatever is due), a new tenant, and ``tests/bpmn/<name>`` deployed for it under a fresh code.
     Returns the tenant id and the deploy answer; committed."""
-    db.session.execute(delete(Job))
-    db.session.commit()
-    tenant, _key = create_tenant(f"t-{uuid.uuid4().hex[:10]}")
-    deployed = definitions.deploy(tenant.id, bpmn(name), f"p-{uuid.uuid4().hex[:8]}", public_url="http://127.0.0.1")
-    db.session.commit()
+    uow.execute(delete(Job))
+    tenant, _key = create_tenant(uow, f"t-{uuid.uuid4().hex[:10]}")
+    deployed = definitions.deploy(uow, tenant.id, bpmn(name), f"p-{uuid.uuid4().hex[:8]}",
+                                  public_url="http://127.0.0.1")
+    uow.commit()
     return tenant.id, deployed
+
+
+def claim(uow: UnitOfWork, worker_id: str, lease_seconds: float = 30, **options) -> list:
+    """What a worker's claim does: lease ready jobs in a unit of work of its own, committed."""
+    claimed = jobs.claim(uow, worker_id, lease_seconds, **options)
+    uow.commit()
+    return claimed

@@ -19,13 +19,19 @@ MAX_QUOTE = 300
 @dataclass(frozen=True)
 class Connection:
     """What a successful connect learned: the bot's identity for ``channel.get``, the registered
-    webhook URL, and (Telegram) the secret token the messenger will send back, to store as a secret."""
+    webhook URL, the key that finds the channel when the messenger calls (``inbound_key``), and
+    (Telegram) the secret token the messenger will send back, to store as a secret."""
 
     bot_id: str
     bot_name: str
     webhook_url: str | None
+    inbound_key: str
     webhook_secret: str | None = field(default=None, repr=False)
     details: dict[str, Any] = field(default_factory=dict)
+
+    def identity(self) -> dict[str, Any]:
+        """What the channel keeps of it to show (``Channel.connection``): the bot and the details."""
+        return {"bot_id": self.bot_id, "bot_name": self.bot_name, **self.details}
 
     def shown(self) -> dict[str, Any]:
         """Everything but the secret, for API answers."""

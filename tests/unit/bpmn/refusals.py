@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-import bpmn
+from bpmn import deploy
 from engine.errors import BpmnValidationError
 
 
@@ -11,7 +11,7 @@ def refusal(source: str | bytes) -> list[dict]:
     """The errors of deploying ``source``, which must be refused: each one names element id, line
     and a message that is a sentence, never an internal error."""
     with pytest.raises(BpmnValidationError) as caught:
-        bpmn.parse_definition(source)
+        deploy.parse_definition(source)
     errors = caught.value.errors
     assert errors, "a refusal always lists at least one problem"
     for error in errors:

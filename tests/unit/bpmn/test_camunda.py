@@ -12,6 +12,7 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 
 import bpmn
+from bpmn import deploy
 from tests.unit.bpmn.refusals import refusal
 
 HEADER = ('<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -25,7 +26,7 @@ def model(body: str) -> str:
 
 
 def run(xml: str, engine, **variables) -> BpmnWorkflow:
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(xml).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(xml).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=engine)
     workflow.get_tasks(state=TaskState.READY)[0].data.update(variables)
     workflow.do_engine_steps()
@@ -60,7 +61,7 @@ def gateway(yes: str, no: str) -> str:
 ])
 def test_juel_and_feel_gateway_conditions_are_stored_translated_and_route(script_engine, yes, no):
     xml = gateway(yes, no)
-    stored = bpmn.parse_definition(xml).spec_json
+    stored = deploy.parse_definition(xml).spec_json
     assert "${" not in stored and "&&" not in stored  # the spec holds Python, not JUEL
     assert run(xml, script_engine, amount=150, customer={"tier": "gold"}, approved=True).data["outcome"] == "approved"
     assert run(xml, script_engine, amount=50, customer={"tier": "gold"}, approved=False).data["outcome"] == "rejected"
@@ -133,7 +134,7 @@ def one_task(attributes: str, extensions: str = "", tag: str = "serviceTask", bo
     ("", "", "work", "id"),
 ])
 def test_a_service_task_without_an_operator_is_an_external_task_with_a_topic(attributes, extensions, topic, source):
-    parsed = bpmn.parse_definition(one_task(attributes, extensions))
+    parsed = deploy.parse_definition(one_task(attributes, extensions))
     assert parsed.external_topics == [topic]
     spec = bpmn.load_spec(parsed.spec_json)[0].task_specs["work"]  # stored with the spec
     assert spec.extensions["external"] == {"topic": topic, "source": source, "element": "serviceTask"}
@@ -141,7 +142,7 @@ def test_a_service_task_without_an_operator_is_an_external_task_with_a_topic(att
 
 
 def test_a_send_task_without_a_message_is_an_external_task_too():
-    parsed = bpmn.parse_definition(one_task('camunda:class="org.example.Notify"', tag="sendTask"))
+    parsed = deploy.parse_definition(one_task('camunda:class="org.example.Notify"', tag="sendTask"))
     assert parsed.external_topics == ["org.example.Notify"]
 
 
@@ -226,7 +227,7 @@ def test_call_activity_mappings_that_pass_no_more_than_every_variable_are_accept
     xml = one_task('calledElement="billing"', "<bpmn:extensionElements>"
                    '<camunda:in source="order" target="order" /><camunda:in businessKey="#{key}" />'
                    '<camunda:out variables="all" /></bpmn:extensionElements>', tag="callActivity")
-    assert bpmn.parse_definition(xml).called_elements == ["billing"]
+    assert deploy.parse_definition(xml).called_elements == ["billing"]
     [error] = refusal(xml.replace('target="order"', 'target="renamed"'))
     assert "camunda:in variable mappings is not supported yet" in error["message"]
 
@@ -267,7 +268,7 @@ def test_a_camunda_8_model_names_what_feel_it_cannot_translate():
 
 def test_a_camunda_8_model_runs_its_zeebe_loop_task_type_and_called_process(script_engine):
     xml = ZEEBE_MODEL.replace("= count(doubled) &gt; 1", "= doubled[1] &gt; 2")
-    parsed = bpmn.parse_definition(xml)
+    parsed = deploy.parse_definition(xml)
     assert parsed.external_topics == ["payment"] and parsed.called_elements == ["billing"]
     workflow = run(xml, script_engine, items=[1, 2])
     [waiting] = bpmn.waiting_external_tasks(workflow)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-import bpmn
+from bpmn import deploy
 from engine.errors import BpmnValidationError
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus"
@@ -38,7 +38,7 @@ def variant_of(path: Path, variant: str) -> bytes:
 def outcome(data: bytes) -> list[dict] | None:
     """None if accepted, else the refusal's errors; any other exception fails the test."""
     try:
-        bpmn.parse_definition(data)
+        deploy.parse_definition(data)
     except BpmnValidationError as refused:
         return refused.errors
     return None

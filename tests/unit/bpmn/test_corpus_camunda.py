@@ -1,7 +1,7 @@
 """The 54 Camunda 7 example models (tests/corpus/camunda, Apache 2.0): at least 45 deploy and start,
 the rest are refused with reasons a Camunda user can act on (element, line, what to change).
 
-"Deploy" is ``bpmn.parse_definitions`` (each executable pool a definition; no database needed);
+"Deploy" is ``deploy.parse_definitions`` (each executable pool a definition; no database needed);
 "start" runs each deployed process in memory with the sandboxed script engine, from its default
 start event, until it waits (a user task, an external task, a message) or ends. The outcome of
 every file is the table in docs/coverage.md; recompute it with
@@ -17,6 +17,7 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 
 import bpmn
+from bpmn import deploy
 from engine.errors import BpmnValidationError
 
 CORPUS = Path(__file__).resolve().parents[2] / "corpus" / "camunda"
@@ -59,7 +60,7 @@ def test_the_camunda_corpus_is_there():
 def test_a_camunda_file_deploys_or_is_refused_with_an_actionable_reason(path):
     expected = REFUSED.get(name(path))
     try:
-        definitions = bpmn.parse_definitions(path.read_bytes())
+        definitions = deploy.parse_definitions(path.read_bytes())
     except BpmnValidationError as refused:
         assert expected is not None, f"refused: {refused.errors}"
         assert expected in refused.errors[0]["message"]
@@ -71,10 +72,10 @@ def test_a_camunda_file_deploys_or_is_refused_with_an_actionable_reason(path):
     assert definitions
 
 
-def start(parsed: bpmn.ParsedDefinition, engine) -> BpmnWorkflow:
+def start(parsed: deploy.ParsedDefinition, engine) -> BpmnWorkflow:
     spec, subprocess_specs = bpmn.load_spec(parsed.spec_json)
     for code in parsed.called_elements:  # as the engine composes the called definition's spec
-        called = bpmn.parse_definitions((CORPUS / CALLED[code]).read_bytes())[0]
+        called = deploy.parse_definitions((CORPUS / CALLED[code]).read_bytes())[0]
         called_spec, called_subprocesses = bpmn.load_spec(called.spec_json)
         subprocess_specs = {**subprocess_specs, code: called_spec, **called_subprocesses}
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=engine)
@@ -87,7 +88,7 @@ def start(parsed: bpmn.ParsedDefinition, engine) -> BpmnWorkflow:
 def outcome(path: Path, engine) -> str:
     """One cell of the coverage table."""
     try:
-        definitions = bpmn.parse_definitions(path.read_bytes())
+        definitions = deploy.parse_definitions(path.read_bytes())
     except BpmnValidationError as refused:
         first = refused.errors[0]
         more = f" (+{len(refused.errors) - 1} more)" if len(refused.errors) > 1 else ""
@@ -109,7 +110,7 @@ def test_at_least_45_deploy_and_start_the_rest_are_the_refused_ones(script_engin
     for path in FILES:
         if name(path) in REFUSED:
             continue
-        for parsed in bpmn.parse_definitions(path.read_bytes()):
+        for parsed in deploy.parse_definitions(path.read_bytes()):
             workflow = start(parsed, script_engine)
             assert workflow.is_completed() or workflow.get_tasks(
                 state=TaskState.READY | TaskState.WAITING | TaskState.STARTED), name(path)

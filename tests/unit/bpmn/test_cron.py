@@ -9,6 +9,7 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 
 import bpmn
+from bpmn import deploy
 from bpmn.cron import Cron
 from tests.unit.bpmn.refusals import refusal
 
@@ -65,7 +66,7 @@ def start_with(cycle: str) -> str:
 
 
 def test_a_cron_timer_start_is_scheduled_by_its_cron():
-    [timer] = bpmn.parse_definition(start_with("0 0 9 * * ?")).timer_starts
+    [timer] = deploy.parse_definition(start_with("0 0 9 * * ?")).timer_starts
     assert (timer.element_id, timer.kind, timer.expression) == ("tick", "cron", '"0 0 9 * * ?"')
 
 
@@ -88,7 +89,7 @@ def test_a_non_interrupting_cron_boundary_fires_each_time_while_its_task_waits(s
            '<bpmn:scriptTask id="note"><bpmn:script>reminded = True</bpmn:script></bpmn:scriptTask>'
            '<bpmn:sequenceFlow id="f4" sourceRef="note" targetRef="ne" /><bpmn:endEvent id="ne" />'
            "</bpmn:process></bpmn:definitions>")
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(xml).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(xml).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
     workflow.do_engine_steps()
     [remind] = [t for t in workflow.get_tasks(state=TaskState.WAITING) if t.task_spec.bpmn_id == "remind"]
@@ -123,12 +124,12 @@ def catch_with(kind: str, value: str) -> str:
     ("timedelta(minutes=delay)", '"PT" + str((delay) * 60) + "S"'),
 ])
 def test_a_spiffarena_timedelta_duration_is_stored_as_iso_8601(value, expression):
-    spec = bpmn.parse_definition(catch_with("timeDuration", value)).spec
+    spec = deploy.parse_definition(catch_with("timeDuration", value)).spec
     assert spec.task_specs["wait"].event_definition.expression == expression
 
 
 def test_a_computed_timedelta_waits_as_long_as_the_variables_say(script_engine):
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(
         catch_with("timeDuration", "timedelta(minutes=delay)")).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data["delay"] = 90

@@ -15,6 +15,7 @@ from SpiffWorkflow.exceptions import SpiffWorkflowException
 from SpiffWorkflow.util.task import TaskState
 
 import bpmn
+from bpmn import deploy
 from engine.runtime.stepping import describe_failure
 
 HEADER = ('<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -38,7 +39,7 @@ COLLECTION = '<bpmn:loopDataInputRef>items</bpmn:loopDataInputRef><bpmn:inputDat
 
 
 def run(xml: str, engine, **variables) -> BpmnWorkflow:
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(xml).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(xml).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=engine)
     workflow.get_tasks(state=TaskState.READY)[0].data.update(variables)
     workflow.do_engine_steps()
@@ -103,7 +104,7 @@ def test_a_call_activity_inside_a_subprocess_deploys_like_one_at_the_top():
   <bpmn:sequenceFlow id="f2" sourceRef="box" targetRef="end" />
   <bpmn:endEvent id="end" />
 </bpmn:process></bpmn:definitions>"""
-    parsed = bpmn.parse_definition(xml)
+    parsed = deploy.parse_definition(xml)
     assert parsed.called_elements == ["other"]
     assert "box" in parsed.subprocess_specs
     assert "other" not in parsed.subprocess_specs  # the engine adds the deployed code's spec

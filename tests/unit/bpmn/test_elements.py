@@ -16,14 +16,15 @@ from SpiffWorkflow.exceptions import WorkflowException
 from SpiffWorkflow.util.task import TaskState
 
 import bpmn
+from bpmn import deploy
 from bpmn.events import message_event, start_at
 from engine.store.pruning import prune
 
 FIXTURES = Path(__file__).resolve().parents[2] / "bpmn"
 
 
-def deployed(name: str) -> bpmn.ParsedDefinition:
-    return bpmn.parse_definition((FIXTURES / f"{name}.bpmn").read_bytes())
+def deployed(name: str) -> deploy.ParsedDefinition:
+    return deploy.parse_definition((FIXTURES / f"{name}.bpmn").read_bytes())
 
 
 def start(name: str, engine, *, timer: str | None = None, **variables) -> BpmnWorkflow:
@@ -32,7 +33,7 @@ def start(name: str, engine, *, timer: str | None = None, **variables) -> BpmnWo
     xml = (FIXTURES / f"{name}.bpmn").read_text()
     if timer is not None:
         xml = xml.replace(">PT0.1S<", f">{timer}<").replace(">PT0.2S<", f">{timer}<")
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(xml).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(xml).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=engine)
     workflow.get_tasks(state=TaskState.READY)[0].data.update(variables)
     workflow.do_engine_steps()
@@ -97,8 +98,8 @@ def test_a_timer_date_in_the_past_fires_at_once(script_engine):
 
 def test_a_top_level_timer_start_is_listed_for_the_engine_and_starts_at_once_in_spiffworkflow(script_engine):
     parsed = deployed("cov_timer_start")
-    assert parsed.timer_starts == [bpmn.TimerStartInfo("every_hour", "timeCycle", '"R3/PT1H"', line=7)]
-    assert parsed.start_events == [bpmn.StartEventInfo("every_hour", "timer", None, line=7)]
+    assert parsed.timer_starts == [deploy.TimerStartInfo("every_hour", "timeCycle", '"R3/PT1H"', line=7)]
+    assert parsed.start_events == [deploy.StartEventInfo("every_hour", "timer", None, line=7)]
     start_spec = parsed.spec.task_specs["every_hour"]
     assert isinstance(start_spec.event_definition, NoneEventDefinition)
     assert start_spec.extensions["timer"] == {"kind": "timeCycle", "expression": '"R3/PT1H"'}
@@ -363,7 +364,7 @@ def test_start_at_begins_a_process_at_the_chosen_one_of_several_start_events(scr
         '    <bpmn:sequenceFlow id="f9" sourceRef="skip" targetRef="end" />\n    <bpmn:sequenceFlow id="f1"')
     xml = xml.replace("</bpmn:process>", (FIXTURES / "cov_event_subprocess_timer.bpmn").read_text().split(
         "<bpmn:endEvent id=\"end\" />")[1].split("</bpmn:process>")[0] + "</bpmn:process>")
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(xml).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(xml).spec_json)
     assert "reminder" in subprocess_specs  # an event subprocess too: its task starts with the process
     for chosen, expected in (("every_hour", {"reported": True}), ("by_hand", {"by_hand": True})):
         workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
@@ -407,7 +408,7 @@ def test_a_message_starts_an_interrupting_event_subprocess_that_cancels_both_use
 
 def test_a_computed_timer_expression_is_evaluated_with_the_process_variables(script_engine):
     xml = (FIXTURES / "cov_timer_catch.bpmn").read_text().replace(">PT0.1S<", '>"PT" + str(seconds) + "S"<')
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(xml).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(xml).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data["seconds"] = 3600
     workflow.do_engine_steps()
@@ -428,8 +429,8 @@ def test_an_error_ending_a_called_process_is_caught_by_a_boundary_on_the_call_ac
         '<bpmn:endEvent id="end" />',
         '<bpmn:endEvent id="end"><bpmn:errorEventDefinition errorRef="Error_rate" /></bpmn:endEvent>').replace(
         '<bpmn:process id=', '<bpmn:error id="Error_rate" errorCode="NO_RATE" /><bpmn:process id=')
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(caller_xml).spec_json)
-    callee_spec, callee_subprocesses = bpmn.load_spec(bpmn.parse_definition(callee_xml).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(caller_xml).spec_json)
+    callee_spec, callee_subprocesses = bpmn.load_spec(deploy.parse_definition(callee_xml).spec_json)
     composed = {**subprocess_specs, "cov_call_activity_callee": callee_spec, **callee_subprocesses}
     workflow = BpmnWorkflow(spec, composed, script_engine=script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data.update(net=100, country="DE")
@@ -444,7 +445,7 @@ def test_an_error_nobody_catches_is_left_in_the_workflows_events_for_the_engine(
         '<bpmn:boundaryEvent id="no_stock" attachedToRef="reserve">', "").replace(
         '<bpmn:errorEventDefinition id="no_stock_error" errorRef="Error_out_of_stock" />\n    </bpmn:boundaryEvent>',
         "").replace('<bpmn:sequenceFlow id="f4" sourceRef="no_stock" targetRef="refund" />', "")
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(xml).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(xml).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data.update(quantity=5, stock=2)
     workflow.do_engine_steps()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from SpiffWorkflow.util.task import TaskState
 
 import bpmn
+from bpmn import deploy
 from bpmn.events import thrown_events
 from tests.unit.bpmn.refusals import refusal
 from tests.unit.bpmn.test_starts import definitions, process, workflow_of
@@ -25,7 +26,7 @@ BROADCASTER = process("""
 
 
 def test_a_thrown_signal_reaches_its_own_catchers_and_is_handed_to_the_engine_for_the_others(script_engine):
-    parsed = bpmn.parse_definition(definitions(SIGNALS + BROADCASTER))
+    parsed = deploy.parse_definition(definitions(SIGNALS + BROADCASTER))
     workflow = workflow_of(parsed, script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data["level"] = 3
     workflow.do_engine_steps()
@@ -48,7 +49,7 @@ SIGNAL_START = process("""
 
 
 def test_a_signal_start_event_and_a_signal_boundary_event_catch_by_name_with_the_variables(script_engine):
-    parsed = bpmn.parse_definition(definitions(SIGNALS + SIGNAL_START))
+    parsed = deploy.parse_definition(definitions(SIGNALS + SIGNAL_START))
     assert [(s.element_id, s.trigger, s.signal) for s in parsed.start_events] == [
         ("by_hand", None, None), ("on_alarm", "signal", "alarm")]
     started = workflow_of(parsed, script_engine)
@@ -88,7 +89,7 @@ SENDER = process("""
 
 
 def test_a_thrown_message_carries_its_correlation_values_and_the_instance_keeps_them(script_engine):
-    parsed = bpmn.parse_definition(definitions(CORRELATED + SENDER))
+    parsed = deploy.parse_definition(definitions(CORRELATED + SENDER))
     workflow = workflow_of(parsed, script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data["number"] = 7
     workflow.do_engine_steps()

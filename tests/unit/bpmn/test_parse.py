@@ -14,6 +14,7 @@ from SpiffWorkflow.spiff.parser.process import SpiffBpmnParser
 from SpiffWorkflow.util.task import TaskState
 
 import bpmn
+from bpmn import deploy
 from bpmn import allowlist
 from bpmn.issues import INTERNAL_MESSAGE
 from bpmn.parser import BatonBpmnParser
@@ -82,34 +83,34 @@ def test_an_empty_file_is_refused():
 def test_text_with_an_encoding_declaration_is_accepted():
     text = fixture("script_xor.bpmn").decode("utf-8")
     assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>')
-    assert bpmn.parse_definition(text).process_id == "script_xor"
+    assert deploy.parse_definition(text).process_id == "script_xor"
 
 
 def test_bytes_are_read_in_their_declared_encoding():
     xml = fixture("spiff_profile.bpmn").decode("utf-8")
     xml = xml.replace('encoding="UTF-8"', 'encoding="ISO-8859-1"').replace('name="Greet"', 'name="Café"')
-    parsed = bpmn.parse_definition(xml.encode("iso-8859-1"))
+    parsed = deploy.parse_definition(xml.encode("iso-8859-1"))
     assert parsed.spec.task_specs["greet"].bpmn_name == "Café"
 
 
 # -- profile --------------------------------------------------------------------------------------
 
 def test_camunda_properties_are_read_into_extensions():
-    parsed = bpmn.parse_definition(fixture("camunda_profile.bpmn"))
-    assert parsed.start_events == [bpmn.StartEventInfo("hook", "webhook", None, line=10)]
+    parsed = deploy.parse_definition(fixture("camunda_profile.bpmn"))
+    assert parsed.start_events == [deploy.StartEventInfo("hook", "webhook", None, line=10)]
     assert parsed.spec.task_specs["hook"].extensions["properties"] == {"trigger": "webhook"}
     assert parsed.spec.task_specs["done"].extensions["properties"] == {"output_keys": "decision,reason"}
 
 
 def test_spiffworkflow_properties_are_read_like_camunda_ones():
-    parsed = bpmn.parse_definition(fixture("spiff_profile.bpmn"))
-    assert parsed.start_events == [bpmn.StartEventInfo("chat_start", "webchat", "support-site", line=6)]
+    parsed = deploy.parse_definition(fixture("spiff_profile.bpmn"))
+    assert parsed.start_events == [deploy.StartEventInfo("chat_start", "webchat", "support-site", line=6)]
     assert parsed.spec.task_specs["chat_start"].extensions["properties"] == {
         "trigger": "webchat", "channel": "support-site"}
 
 
 def test_form_fields_and_buttons_are_parsed():
-    extensions = bpmn.parse_definition(fixture("camunda_profile.bpmn")).spec.task_specs["review"].extensions
+    extensions = deploy.parse_definition(fixture("camunda_profile.bpmn")).spec.task_specs["review"].extensions
     assert extensions["buttons"] == ["approve", "reject"]
     assert extensions["form"] == [
         {"id": "reason", "label": "Reason", "type": "string", "required": True},
@@ -122,12 +123,12 @@ def test_form_fields_and_buttons_are_parsed():
 
 
 def test_script_bodies_are_dedented_for_python():
-    script = bpmn.parse_definition(fixture("script_xor.bpmn")).spec.task_specs["score"].script
+    script = deploy.parse_definition(fixture("script_xor.bpmn")).spec.task_specs["score"].script
     assert script.splitlines()[0] == "score = amount * 2"
 
 
 def test_decoration_is_accepted_and_ignored():
-    parsed = bpmn.parse_definition(fixture("decorated.bpmn"))
+    parsed = deploy.parse_definition(fixture("decorated.bpmn"))
     assert parsed.process_id == "decorated"
     work = parsed.spec.task_specs["work"]
     assert work.data_input_associations == [] and work.data_output_associations == []
@@ -168,7 +169,7 @@ def test_an_enabled_operator_task_parses_and_serializes(monkeypatch):
         '<spiffworkflow:property name="operator" value="send_message" />'
         '<spiffworkflow:property name="text" value="Hello {{ name }}" />'
         '</spiffworkflow:properties></bpmn:extensionElements></bpmn:serviceTask>')
-    spec, _ = bpmn.load_spec(bpmn.parse_definition(xml).spec_json)
+    spec, _ = bpmn.load_spec(deploy.parse_definition(xml).spec_json)
     assert spec.task_specs["greet"].operation_name == "send_message"
     assert spec.task_specs["greet"].extensions["properties"]["text"] == "Hello {{ name }}"
 
@@ -238,7 +239,7 @@ def test_an_unexpected_error_becomes_one_generic_entry_and_is_logged(monkeypatch
 
     monkeypatch.setattr(BatonBpmnParser, "add_bpmn_xml", explode)
     with caplog.at_level(logging.ERROR, logger="baton.bpmn"), pytest.raises(BpmnValidationError) as caught:
-        bpmn.parse_definition(fixture("script_xor.bpmn"))
+        deploy.parse_definition(fixture("script_xor.bpmn"))
     [error] = caught.value.errors
     assert error == {"element_id": None, "line": None, "message": INTERNAL_MESSAGE}
     assert "boom" not in error["message"]
@@ -246,7 +247,7 @@ def test_an_unexpected_error_becomes_one_generic_entry_and_is_logged(monkeypatch
 
 
 def test_unicode_names_are_kept():
-    parsed = bpmn.parse_definition(fixture("unicode_names.bpmn").decode("utf-8"))
+    parsed = deploy.parse_definition(fixture("unicode_names.bpmn").decode("utf-8"))
     assert (parsed.process_id, parsed.name) == ("заявка", "Обработка заявки — café ☕")
     spec, _ = bpmn.load_spec(parsed.spec_json)
     assert spec.task_specs["конец"].extensions["properties"] == {"output_keys": "приветствие"}
@@ -255,7 +256,7 @@ def test_unicode_names_are_kept():
 # -- serialization --------------------------------------------------------------------------------
 
 def test_a_restored_spec_runs_scripts_and_conditions(script_engine):
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(fixture("script_xor.bpmn")).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(fixture("script_xor.bpmn")).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data["amount"] = 80
     workflow.do_engine_steps()
@@ -264,7 +265,7 @@ def test_a_restored_spec_runs_scripts_and_conditions(script_engine):
 
 
 def test_instance_state_round_trips_without_the_spec(script_engine):
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(fixture("camunda_profile.bpmn")).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(fixture("camunda_profile.bpmn")).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
     variables = {"amount": Decimal("12.50"), "when": datetime(2026, 11, 22, 10, 15),
                  "day": date(2026, 11, 22),
@@ -291,7 +292,7 @@ def test_restoring_an_instance_never_makes_spiffworkflows_default_script_engine(
     built around the sandboxed engine from the start, and refused without one."""
     import SpiffWorkflow.bpmn.workflow as spiff_workflow
 
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(fixture("camunda_profile.bpmn")).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(fixture("camunda_profile.bpmn")).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
     workflow.do_engine_steps()
     state = bpmn.workflow_to_json(workflow)
@@ -308,7 +309,7 @@ def test_restoring_an_instance_never_makes_spiffworkflows_default_script_engine(
 
 
 def test_the_full_serializer_round_trips_a_workflow(script_engine):
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(fixture("camunda_profile.bpmn")).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(fixture("camunda_profile.bpmn")).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data["amount"] = Decimal("1.5")
     workflow.do_engine_steps()
@@ -320,7 +321,7 @@ def test_the_full_serializer_round_trips_a_workflow(script_engine):
 
 
 def test_state_written_by_another_serializer_version_is_refused(script_engine):
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(fixture("spiff_profile.bpmn")).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(fixture("spiff_profile.bpmn")).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
     state = json.loads(bpmn.workflow_to_json(workflow))
     state["serializer_version"] = "0.9"

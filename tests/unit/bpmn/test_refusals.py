@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import bpmn
+from bpmn import deploy
 from tests.unit.bpmn.refusals import refusal
 
 FIXTURES = Path(__file__).resolve().parents[2] / "bpmn"
@@ -86,7 +86,7 @@ def test_a_loop_cardinality_of_exactly_the_cap_is_accepted():
     xml = fixture("cov_multi_instance_parallel").replace(
         "<bpmn:loopDataInputRef>suppliers</bpmn:loopDataInputRef>",
         "<bpmn:loopCardinality>1000</bpmn:loopCardinality>")
-    assert bpmn.parse_definition(xml).process_id == "cov_multi_instance_parallel"
+    assert deploy.parse_definition(xml).process_id == "cov_multi_instance_parallel"
 
 
 def test_http_tasks_with_unusable_properties_are_refused_at_the_property_line():
@@ -184,7 +184,7 @@ def test_a_trigger_property_on_a_timer_start_event_is_refused():
 ])
 def test_a_duration_is_accepted_bare_quoted_or_computed(written, expression):
     xml = fixture("cov_timer_catch").replace(">PT0.1S<", f">{written}<")
-    spec = bpmn.parse_definition(xml).spec
+    spec = deploy.parse_definition(xml).spec
     assert spec.task_specs["wait"].event_definition.expression == expression
 
 
@@ -199,7 +199,7 @@ def test_message_correlation_is_accepted_and_ignored():
         '<bpmn:collaboration id="c"><bpmn:correlationKey name="order_key">'
         "<bpmn:correlationPropertyRef>order_id</bpmn:correlationPropertyRef></bpmn:correlationKey>"
         "</bpmn:collaboration>")
-    parsed = bpmn.parse_definition(xml)
+    parsed = deploy.parse_definition(xml)
     definition = parsed.spec.task_specs["paid"].event_definition
     assert definition.name == "payment_received"
     assert definition.correlation_properties == []
@@ -209,7 +209,7 @@ def test_an_interrupting_event_subprocess_cannot_start_on_a_repeating_timer():
     cycle = fixture("cov_event_subprocess_timer").replace(
         '<bpmn:timeDuration xsi:type="bpmn:tFormalExpression">PT0.1S</bpmn:timeDuration>',
         "<bpmn:timeCycle>R3/PT1H</bpmn:timeCycle>")
-    assert bpmn.parse_definition(cycle).process_id == "cov_event_subprocess_timer"  # non-interrupting
+    assert deploy.parse_definition(cycle).process_id == "cov_event_subprocess_timer"  # non-interrupting
     [error] = refusal(cycle.replace('isInterrupting="false"', ""))
     assert (error["element_id"], error["line"]) == ("reminder_start", 15)  # the timeCycle line
     assert "an interrupting event subProcess starts once" in error["message"]

@@ -12,6 +12,7 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 
 import bpmn
+from bpmn import deploy
 from tests.unit.bpmn.refusals import refusal
 
 HEADER = ('<?xml version="1.0" encoding="UTF-8"?>\n'
@@ -28,7 +29,7 @@ def process(body: str, pid: str = "p", executable: str = "true") -> str:
     return f'<bpmn:process id="{pid}" isExecutable="{executable}">{body}</bpmn:process>'
 
 
-def workflow_of(parsed: bpmn.ParsedDefinition, engine) -> BpmnWorkflow:
+def workflow_of(parsed: deploy.ParsedDefinition, engine) -> BpmnWorkflow:
     spec, subprocess_specs = bpmn.load_spec(parsed.spec_json)
     return BpmnWorkflow(spec, subprocess_specs, script_engine=engine)
 
@@ -55,7 +56,7 @@ STARTS = process(STARTS_BODY)
 
 
 def test_several_start_events_each_with_its_own_trigger_deploy_and_each_can_begin(script_engine):
-    parsed = bpmn.parse_definition(definitions(STARTS))
+    parsed = deploy.parse_definition(definitions(STARTS))
     assert [(s.element_id, s.trigger, s.message) for s in parsed.start_events] == [
         ("by_hand", None, None), ("by_hook", "webhook", None), ("on_order", "message", "order_placed"),
         ("nightly", "timer", None)]
@@ -72,7 +73,7 @@ def test_several_start_events_each_with_its_own_trigger_deploy_and_each_can_begi
 
 
 def test_a_message_start_event_waits_for_its_message_with_the_variables(script_engine):
-    parsed = bpmn.parse_definition(definitions(STARTS))
+    parsed = deploy.parse_definition(definitions(STARTS))
     workflow = workflow_of(parsed, script_engine)
     bpmn.start_at(workflow, "on_order")
     workflow.do_engine_steps()
@@ -105,7 +106,7 @@ THROWER = """
 
 
 def test_message_throws_leave_their_messages_with_the_variables_for_the_engine(script_engine):
-    parsed = bpmn.parse_definition(definitions(process(THROWER)))
+    parsed = deploy.parse_definition(definitions(process(THROWER)))
     assert parsed.throws == ["order_placed", "paid"] and parsed.messages == []
     workflow = workflow_of(parsed, script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data["number"] = 5
@@ -121,7 +122,7 @@ def test_a_collaboration_parses_into_one_definition_per_pool_and_one_file_refuse
                       '<bpmn:participant id="pb" processRef="warehouse" />'
                       '<bpmn:messageFlow id="mf" sourceRef="notify" targetRef="on_order" /></bpmn:collaboration>'
                       + process(THROWER, "shop") + process(STARTS_BODY, "warehouse"))
-    shop, warehouse = bpmn.parse_definitions(xml)
+    shop, warehouse = deploy.parse_definitions(xml)
     assert (shop.process_id, shop.throws) == ("shop", ["order_placed", "paid"])
     assert (warehouse.process_id, warehouse.start_events[2].message) == ("warehouse", "order_placed")
     [error] = refusal(xml)  # parse_definition: one process per definition
@@ -136,7 +137,7 @@ def test_a_process_of_the_same_file_is_called_inside_the_definition(script_engin
   <bpmn:startEvent id="ts" /><bpmn:sequenceFlow id="x1" sourceRef="ts" targetRef="compute" />
   <bpmn:scriptTask id="compute"><bpmn:script>tax = net * 0.2</bpmn:script></bpmn:scriptTask>
   <bpmn:sequenceFlow id="x2" sourceRef="compute" targetRef="te" /><bpmn:endEvent id="te" />""", "tax", "false"))
-    parsed = bpmn.parse_definition(xml)
+    parsed = deploy.parse_definition(xml)
     assert parsed.called_elements == [] and "tax" in parsed.subprocess_specs
     workflow = workflow_of(parsed, script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data["net"] = 100
@@ -162,7 +163,7 @@ scratch = 1</bpmn:script>
 
 
 def test_an_io_specification_runs_as_spiffworkflow_runs_it(script_engine):
-    parsed = bpmn.parse_definition(definitions(process(IO_TASK)))
+    parsed = deploy.parse_definition(definitions(process(IO_TASK)))
     workflow = workflow_of(parsed, script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data.update(net=100, other="dropped")
     workflow.do_engine_steps()
@@ -194,7 +195,7 @@ def test_correlation_properties_are_recorded_per_message_for_the_engine():
         '<bpmn:intermediateThrowEvent id="tell"><bpmn:messageEventDefinition messageRef="M_paid" />'
         "</bpmn:intermediateThrowEvent>", '<bpmn:intermediateCatchEvent id="tell"><bpmn:messageEventDefinition '
                                           'messageRef="M_paid" /></bpmn:intermediateCatchEvent>')
-    shop, warehouse = bpmn.parse_definitions(definitions(CORRELATED + process(buyer, "buyer")
+    shop, warehouse = deploy.parse_definitions(definitions(CORRELATED + process(buyer, "buyer")
                                                          + process(STARTS_BODY, "seller")))
     assert shop.correlations == {"order_placed": {"order_id": "number"}, "paid": {"order_id": "reply['order']"}}
     assert warehouse.correlations == {"order_placed": {"order_id": "number"}}

@@ -15,12 +15,13 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 
 import bpmn
+from bpmn import deploy
 
 FIXTURES = Path(__file__).resolve().parents[2] / "bpmn"
 
 
 def started(xml: str | bytes, engine) -> BpmnWorkflow:
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(xml).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(xml).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=engine)
     workflow.do_engine_steps()
     return workflow

@@ -10,25 +10,26 @@ from sqlalchemy import delete
 from engine import jobs
 from engine.auth import create_tenant
 from engine.gauges import DatabaseGauges
-from engine.store.db import db, utcnow
+from engine.store.db import utcnow
 from engine.store.models import Delivery, Job
 
 
-def collected() -> dict[str, float]:
+def collected(uow) -> dict[str, float]:
+    """The gauges as a scrape reads them, in ``uow`` (which they leave with no transaction open)."""
     values = {}
-    for family in DatabaseGauges().collect():
+    for family in DatabaseGauges(uow).collect():
         for sample in family.samples:
             labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
             values[f"{sample.name}{{{labels}}}" if labels else sample.name] = sample.value
     return values
 
 
-def test_the_queue_gauges_count_due_running_and_waiting_jobs_by_kind(app):
+def test_the_queue_gauges_count_due_running_and_waiting_jobs_by_kind(app, uow):
     with app.app_context():
-        db.session.execute(delete(Job))
-        tenant, _key = create_tenant(f"g-{uuid.uuid4().hex[:8]}")
+        uow.session.execute(delete(Job))
+        tenant, _key = create_tenant(uow, f"g-{uuid.uuid4().hex[:8]}")
         now = utcnow()
-        db.session.add_all([
+        uow.session.add_all([
             Job(tenant_id=tenant.id, kind="start", run_at=now - timedelta(seconds=40)),
             Job(tenant_id=tenant.id, kind="start", run_at=now - timedelta(seconds=5)),
             Job(tenant_id=tenant.id, kind="deliver", run_at=now - timedelta(seconds=12)),
@@ -37,15 +38,15 @@ def test_the_queue_gauges_count_due_running_and_waiting_jobs_by_kind(app):
             Job(tenant_id=tenant.id, kind="start", run_at=now - timedelta(seconds=90),      # running
                 locked_until=now + timedelta(seconds=30), locked_by="w"),
         ])
-        db.session.add(Delivery(tenant_id=tenant.id, ordering_key="k", delivery_uid=uuid.uuid4().hex, url="http://x",
+        uow.session.add(Delivery(tenant_id=tenant.id, ordering_key="k", delivery_uid=uuid.uuid4().hex, url="http://x",
                                 body="{}", status="dead"))
-        db.session.commit()
+        uow.commit()
         try:
-            values = collected()
+            values = collected(uow)
         finally:
-            db.session.execute(delete(Job))
-            db.session.execute(delete(Delivery))
-            db.session.commit()
+            uow.session.execute(delete(Job))
+            uow.session.execute(delete(Delivery))
+            uow.commit()
     assert (values["baton_jobs_pending"], values["baton_jobs_due"], values["baton_jobs_running"]) == (6, 3, 1)
     assert values['baton_job_queue_depth{kind="start"}'] == 2
     assert values['baton_job_queue_depth{kind="deliver"}'] == 1
@@ -56,10 +57,10 @@ def test_the_queue_gauges_count_due_running_and_waiting_jobs_by_kind(app):
     assert values["baton_ai_dialogs_active"] == 0
 
 
-def test_an_empty_queue_reads_zero_and_no_kind(app):
+def test_an_empty_queue_reads_zero_and_no_kind(app, uow):
     with app.app_context():
-        db.session.execute(delete(Job))
-        db.session.commit()
-        values = collected()
+        uow.session.execute(delete(Job))
+        uow.commit()
+        values = collected(uow)
     assert (values["baton_jobs_pending"], values["baton_jobs_due"], values["baton_jobs_running"]) == (0, 0, 0)
     assert not [name for name in values if name.startswith("baton_job_queue_depth")]

@@ -1,11 +1,13 @@
-"""Retention's selection (``engine.retention.purge``) on both databases, with rows as the engine
-writes them: what a pending or held HTTP-task or thrown job protects, and the job's schedule."""
+"""Retention's selection (``engine.retention.Purging``, run batch by batch as the command runs it)
+on both databases, with rows as the engine writes them: what a pending or held HTTP-task or thrown
+job protects, and the job's schedule."""
 from __future__ import annotations
 
 from datetime import timedelta
 
 from sqlalchemy import func, select
 
+from cli import purge_now
 from engine import jobs, retention
 from engine.jobs.kinds import OPERATOR, RETENTION, THROWN
 from engine.store.db import db, utcnow
@@ -30,37 +32,38 @@ def remaining(ids: list[int]) -> set[int]:
     return found
 
 
-def test_a_pending_http_call_protects_what_ended_after_it_was_queued_and_a_held_one_only_its_own(app):
+def test_a_pending_http_call_protects_what_ended_after_it_was_queued_and_a_held_one_only_its_own(app, uow):
     with app.app_context():
-        tenant_id, deployed = deploy_for_new_tenant("webhook_order.bpmn")
+        tenant_id, deployed = deploy_for_new_tenant(uow, "webhook_order.bpmn")
         definition = deployed["definition_id"]
         oldest = ended(tenant_id, definition, 40)
         older = ended(tenant_id, definition, 35, "failed")
         old = ended(tenant_id, definition, 32, "cancelled")
         recent = ended(tenant_id, definition, 1)
         # An HTTP task's call queued 36 days ago, still pending: what ended after that stays.
-        jobs.enqueue(tenant_id, OPERATOR, payload={"instance_id": older})
-        db.session.flush()
-        db.session.execute(Job.__table__.update().where(Job.kind == OPERATOR)
+        jobs.enqueue(uow, tenant_id, OPERATOR, payload={"instance_id": older})
+        uow.session.flush()
+        uow.session.execute(Job.__table__.update().where(Job.kind == OPERATOR)
                            .values(created_at=utcnow() - timedelta(days=36)))
-        db.session.commit()
+        uow.commit()
 
-        removed = retention.purge(DAYS_30, rest=0).removed
+        units = app.extensions["baton.units"]
+        removed = purge_now(units, DAYS_30, rest=0).removed
         assert removed["instances"] == 1 and remaining([oldest, older, old, recent]) == {older, old, recent}
 
         # The call is done; a thrown job kept aside (held) for `old` keeps only `old`.
-        db.session.execute(Job.__table__.delete().where(Job.kind == OPERATOR))
-        jobs.enqueue(tenant_id, THROWN, payload={"instance_id": old, "events": []}, run_at=jobs.HELD_UNTIL)
-        db.session.commit()
-        assert retention.purge(DAYS_30, rest=0).removed["instances"] == 1
+        uow.session.execute(Job.__table__.delete().where(Job.kind == OPERATOR))
+        jobs.enqueue(uow, tenant_id, THROWN, payload={"instance_id": old, "events": []}, run_at=jobs.HELD_UNTIL)
+        uow.commit()
+        assert purge_now(units, DAYS_30, rest=0).removed["instances"] == 1
         assert remaining([older, old, recent]) == {old, recent}
 
 
-def test_the_schedule_is_one_job_however_often_it_is_asked_for(app):
+def test_the_schedule_is_one_job_however_often_it_is_asked_for(app, uow):
     with app.app_context():
-        deploy_for_new_tenant("webhook_order.bpmn")  # (clears every job)
-        assert retention.schedule() is True
-        assert retention.schedule() is False
-        count = db.session.execute(select(func.count()).select_from(Job).where(Job.kind == RETENTION)).scalar()
-        db.session.rollback()
+        deploy_for_new_tenant(uow, "webhook_order.bpmn")  # (clears every job)
+        assert retention.schedule(uow) is True
+        assert retention.schedule(uow) is False
+        count = uow.session.execute(select(func.count()).select_from(Job).where(Job.kind == RETENTION)).scalar()
+        uow.rollback()
         assert count == 1

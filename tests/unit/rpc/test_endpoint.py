@@ -13,6 +13,7 @@ from app import Settings
 from engine import auth
 from engine.errors import BpmnValidationError, ConflictError, InvalidParamsError, NotFoundError
 from engine.store.db import db
+from engine.store.unit_of_work import Units
 from engine.store.models import Tenant
 from rpc import endpoint
 from rpc.params import require_int
@@ -24,21 +25,23 @@ def app():
     app = Flask(__name__)
     app.config.update(SQLALCHEMY_DATABASE_URI="sqlite://", MAX_CONTENT_LENGTH=4096)
     db.init_app(app)
-    app.register_blueprint(endpoint.rpc_blueprint(_test_methods(), Settings()))
+    units = app.extensions["baton.units"] = Units(None)
+    app.register_blueprint(endpoint.rpc_blueprint(_test_methods(), Settings(), units))
     with app.app_context():
         db.create_all()
     return app
 
 
 @pytest.fixture
-def keys(app):
+def keys(app, uow):
     """An admin key, a key that may only call ``test.echo``, and a revoked key."""
     with app.app_context():
-        tenant, admin = auth.create_tenant("acme")
-        _, echo_only = auth.create_key(tenant.id, "echo only", ["test.echo"])
-        revoked_row, revoked = auth.create_key(tenant.id, "old", ["*"])
-        db.session.commit()
-        auth.revoke_key(tenant.id, revoked_row.id)
+        tenant, admin = auth.create_tenant(uow, "acme")
+        _, echo_only = auth.create_key(uow, tenant.id, "echo only", ["test.echo"])
+        revoked_row, revoked = auth.create_key(uow, tenant.id, "old", ["*"])
+        uow.commit()
+        auth.revoke_key(uow, tenant.id, revoked_row.id)
+        uow.commit()
     return {"admin": admin, "echo_only": echo_only, "revoked": revoked}
 
 

@@ -8,6 +8,7 @@ from SpiffWorkflow.exceptions import SpiffWorkflowException
 from SpiffWorkflow.util.task import TaskState
 
 import bpmn
+from bpmn import deploy
 from bpmn.dmn.hit_policies import decide
 from bpmn.dmn.reader import read_decisions
 from engine.runtime.stepping import describe_failure
@@ -152,7 +153,7 @@ BPMN = """<?xml version="1.0" encoding="UTF-8"?>
 
 
 def run(bpmn_xml: str, dmn_xml: str, engine, **variables) -> BpmnWorkflow:
-    spec, subprocess_specs = bpmn.load_spec(bpmn.parse_definition(bpmn_xml, dmn=[dmn_xml]).spec_json)
+    spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(bpmn_xml, dmn=[dmn_xml]).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=engine)
     workflow.get_tasks(state=TaskState.READY)[0].data.update(variables)
     workflow.do_engine_steps()
@@ -195,19 +196,19 @@ def test_a_business_rule_task_whose_decision_is_not_deployed_is_refused_naming_i
     assert error["message"] == ("businessRuleTask calls the decision 'pricing', which is not in the DMN files of "
                                 "this deploy (decisions: none: give the DMN files with dmn: [...]).")
     with pytest.raises(Exception) as caught:
-        bpmn.parse_definition(BPMN.format(attributes='camunda:decisionRef="pricing"', extensions=""), dmn=[dmn(TIERS)])
+        deploy.parse_definition(BPMN.format(attributes='camunda:decisionRef="pricing"', extensions=""), dmn=[dmn(TIERS)])
     assert "(decisions: 'discount')" in caught.value.errors[0]["message"]
 
 
 def test_a_mapping_that_needs_one_result_is_refused_for_a_collect_decision():
     attributes = 'camunda:decisionRef="discount" camunda:resultVariable="r" camunda:mapDecisionResult="singleEntry"'
     with pytest.raises(Exception) as caught:
-        bpmn.parse_definition(BPMN.format(attributes=attributes, extensions=""), dmn=[dmn(FEES, policy="COLLECT")])
+        deploy.parse_definition(BPMN.format(attributes=attributes, extensions=""), dmn=[dmn(FEES, policy="COLLECT")])
     assert "needs one result, but 'discount' has hit policy COLLECT" in caught.value.errors[0]["message"]
 
 
 def test_a_business_rule_task_implemented_like_a_service_is_an_external_task():
-    parsed = bpmn.parse_definition(BPMN.format(attributes='camunda:class="org.example.Rate"', extensions=""))
+    parsed = deploy.parse_definition(BPMN.format(attributes='camunda:class="org.example.Rate"', extensions=""))
     assert parsed.external_topics == ["org.example.Rate"]
 
 

@@ -21,19 +21,19 @@ TIMES = ("started_at", "last_message_at", "created_at", "run_at")
 
 
 @pytest.fixture
-def channel(app):
+def channel(app, uow):
     with app.app_context():
-        db.session.execute(delete(Job))
-        db.session.commit()
-        tenant, _key = create_tenant(f"t-{uuid.uuid4().hex[:10]}")
-        created = channel_configs.create(tenant.id, name=f"site-{uuid.uuid4().hex[:6]}",
-                                         webhook_url="http://127.0.0.1:9/chat", webhook_secret=None, settings=None,
-                                         allow_private=True)
+        uow.session.execute(delete(Job))
+        uow.commit()
+        tenant, _key = create_tenant(uow, f"t-{uuid.uuid4().hex[:10]}")
+        created = channel_configs.create_webchat(uow, tenant.id, name=f"site-{uuid.uuid4().hex[:6]}",
+                                                 webhook_url="http://127.0.0.1:9/chat", webhook_secret=None,
+                                                 settings=None, allow_private=True)
         xml = bpmn("chat_reply.bpmn").replace("__CHANNEL__", str(created["config_id"]))
-        deployed = definitions.deploy(tenant.id, xml, f"chat-{uuid.uuid4().hex[:6]}", public_url="http://127.0.0.1")
-        db.session.commit()
+        deployed = definitions.deploy(uow, tenant.id, xml, f"chat-{uuid.uuid4().hex[:6]}", public_url="http://127.0.0.1")
+        uow.commit()
         yield tenant.id, created["config_id"], deployed["definition_id"]
-        db.session.rollback()
+        uow.rollback()
         db.session.remove()
 
 
@@ -45,14 +45,14 @@ def _row(table, *conditions) -> dict:
     return row
 
 
-def _say(config_id: int, chat_id: str, text: str, **who) -> dict:
-    return conversations.accept(db.session.get(Channel, config_id),
+def _say(uow, config_id: int, chat_id: str, text: str, **who) -> dict:
+    return conversations.accept(uow, uow.session.get(Channel, config_id),
                                 conversations.Arrival(chat_id=chat_id, text=text, **who))
 
 
-def test_a_first_message_writes_its_conversation_message_instance_and_start_job(channel):
+def test_a_first_message_writes_its_conversation_message_instance_and_start_job(channel, uow):
     tenant_id, config_id, definition_id = channel
-    answer = _say(config_id, "c-1", "hello ✓", user_id="u-1", username="Zoë")
+    answer = _say(uow, config_id, "c-1", "hello ✓", user_id="u-1", username="Zoë")
     binding_id, instance_id = answer["binding_id"], answer["instance_id"]
     variables = {"message_text": "hello ✓", "external_username": "Zoë", "external_user_id": "u-1",
                  "channel": "webchat", "chat_id": "c-1", "binding_id": binding_id}
@@ -64,7 +64,7 @@ def test_a_first_message_writes_its_conversation_message_instance_and_start_job(
     assert _row(Message, Message.id == answer["message_id"]) == {
         "id": answer["message_id"], "tenant_id": tenant_id, "conversation_id": binding_id, "direction": "in",
         "author": "customer", "text": "hello ✓", "delivery_id": None, "reply_to_id": None, "content": None}
-    stored = db.session.execute(text("SELECT content IS NULL FROM messages WHERE id = :id"),
+    stored = uow.session.execute(text("SELECT content IS NULL FROM messages WHERE id = :id"),
                                 {"id": answer["message_id"]}).scalar_one()
     assert stored in (False, 0)  # the JSON text null, as the ORM wrote it (not SQL NULL)
     instance = _row(Instance, Instance.id == instance_id)
@@ -73,55 +73,55 @@ def test_a_first_message_writes_its_conversation_message_instance_and_start_job(
     job = _row(Job, Job.instance_id == instance_id)
     assert (job["kind"], job["payload"], job["attempts"], job["locked_by"]) == (
         START, {"variables": variables, "start_event": "chat_start"}, 0, None)
-    db.session.rollback()
+    uow.rollback()
 
 
-def test_a_later_message_touches_the_conversation_and_queues_a_chat_message(channel):
+def test_a_later_message_touches_the_conversation_and_queues_a_chat_message(channel, uow):
     tenant_id, config_id, _definition_id = channel
-    first = _say(config_id, "c-2", "one", user_id="u-2")
-    second = _say(config_id, "c-2", "two", username="Ann")
+    first = _say(uow, config_id, "c-2", "one", user_id="u-2")
+    second = _say(uow, config_id, "c-2", "two", username="Ann")
     assert (second["binding_id"], second["instance_id"]) == (first["binding_id"], first["instance_id"])
 
     conversation = _row(Conversation, Conversation.id == first["binding_id"])
     assert (conversation["external_user_id"], conversation["external_username"], conversation["status"]) == (
         "u-2", "Ann", "active")
     assert _row(Message, Message.id == second["message_id"])["text"] == "two"
-    [job] = [_row(Job, Job.id == job_id) for job_id in db.session.execute(
+    [job] = [_row(Job, Job.id == job_id) for job_id in uow.session.execute(
         select(Job.id).where(Job.instance_id == first["instance_id"], Job.kind == CHAT_MESSAGE)).scalars()]
     assert job["payload"] == {"variables": {
         "message_text": "two", "external_username": "Ann", "external_user_id": "u-2", "channel": "webchat",
         "chat_id": "c-2", "binding_id": first["binding_id"]}}
-    db.session.rollback()
+    uow.rollback()
 
 
-def test_an_operator_reply_writes_its_message_and_delivery(channel):
+def test_an_operator_reply_writes_its_message_and_delivery(channel, uow):
     tenant_id, config_id, _definition_id = channel
-    first = _say(config_id, "c-3", "help?")
-    sent = conversations.send(tenant_id, first["binding_id"], "On it ✓")
+    first = _say(uow, config_id, "c-3", "help?")
+    sent = conversations.send(uow, tenant_id, first["binding_id"], "On it ✓")
 
     message = _row(Message, Message.id == sent["message_id"])
     delivery_id = message.pop("delivery_id")
     assert message == {"id": sent["message_id"], "tenant_id": tenant_id, "conversation_id": first["binding_id"],
                        "direction": "out", "author": "operator", "text": "On it ✓", "reply_to_id": None,
                        "content": None}
-    queued = db.session.execute(select(Delivery.tenant_id, Delivery.channel_id, Delivery.ordering_key,
+    queued = uow.session.execute(select(Delivery.tenant_id, Delivery.channel_id, Delivery.ordering_key,
                                        Delivery.status, Delivery.body).where(Delivery.id == delivery_id)).one()
     assert queued[:4] == (tenant_id, config_id, f"{config_id}:c-3", "queued")
     assert '"text":"On it ✓"' in queued.body and '"chat_id":"c-3"' in queued.body
-    stored = db.session.execute(text("SELECT content IS NULL FROM messages WHERE id = :id"),
+    stored = uow.session.execute(text("SELECT content IS NULL FROM messages WHERE id = :id"),
                                 {"id": sent["message_id"]}).scalar_one()
     assert stored in (False, 0)  # the JSON text null, as the ORM wrote it
-    db.session.rollback()
+    uow.rollback()
 
 
-def test_an_ended_instance_closes_its_conversation(channel):
+def test_an_ended_instance_closes_its_conversation(channel, uow):
     _tenant_id, config_id, _definition_id = channel
-    first = _say(config_id, "c-4", "bye")
-    outbox.close_for_instance(first["instance_id"])
-    db.session.commit()
+    first = _say(uow, config_id, "c-4", "bye")
+    outbox.close_for_instance(uow, first["instance_id"])
+    uow.commit()
 
-    conversation = db.session.execute(select(Conversation.status, Conversation.closed_at)
+    conversation = uow.session.execute(select(Conversation.status, Conversation.closed_at)
                                       .where(Conversation.id == first["binding_id"])).one()
     assert conversation.status == "closed" and conversation.closed_at is not None
-    assert outbox.active_conversation(first["instance_id"]) is None
-    db.session.rollback()
+    assert outbox.active_conversation(uow, first["instance_id"]) is None
+    uow.rollback()

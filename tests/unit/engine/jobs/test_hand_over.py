@@ -14,8 +14,10 @@ from sqlalchemy import delete, select
 from engine import jobs
 from engine.jobs.wakers import Wakers
 from engine.jobs.worker import WorkerPool
-from engine.store.db import WAKERS, db, utcnow
+from engine.store.db import db, utcnow
 from engine.store.models import Job, Tenant
+from engine.store.unit_of_work import Units
+from tests.unit.conftest import claim
 
 KIND = "unit_hand_over"
 ROW = ("tenant_id", "instance_id", "kind", "payload", "attempts", "last_error")
@@ -33,54 +35,81 @@ class Gate:
         if not hold:
             self.release.set()
 
-    def handle(self, job, worker_id):
-        self.rows[job.id] = _row(job.id)
+    def handle(self, job, worker_id, uow):
+        self.rows[job.id] = _row(uow, job.id)
+        uow.end_read()  # nothing held (SQLite's write lock) while it waits
         self.handled.append((job.id, worker_id, job.attempts))
         self.started.set()
         self.release.wait(10)
-        jobs.finish(job, worker_id)
-        db.session.commit()
+        jobs.finish(uow, job, worker_id)
 
-    def give_up(self, job, worker_id):
-        jobs.finish(job, worker_id)
-        db.session.commit()
+    def give_up(self, job, worker_id, uow):
+        jobs.finish(uow, job, worker_id)
 
 
 @pytest.fixture
-def setup(app):
+def units(app):
+    """Units of work that hand over to (and wake) the test's pools only."""
+    return Units(Wakers())
+
+
+@pytest.fixture
+def uow(units, app):
+    with app.app_context():
+        unit = units.new("test")
+    yield unit
+    unit.rollback()
+
+
+@pytest.fixture
+def setup(app, units):
     pools: list[WorkerPool] = []
-    wakers = app.extensions[WAKERS] = Wakers()
 
     def start(handler, lease_seconds: float = 30) -> WorkerPool:
-        pool = WorkerPool(app, {KIND: handler}, wakers=wakers, threads=1, lease_seconds=lease_seconds,
-                          poll_seconds=30)
+        pool = WorkerPool(app, {KIND: handler}, units=units, wakers=units.wakers, threads=1,
+                          lease_seconds=lease_seconds, poll_seconds=30)
         pool.start()
         pools.append(pool)
         return pool
 
     with app.app_context():
-        db.session.execute(delete(Job))
-        if db.session.execute(select(Tenant.id).limit(1)).scalar() is None:
-            db.session.add(Tenant(name="hand-over-tests"))
-        db.session.commit()
+        with units.begin("test") as uow:
+            uow.execute(delete(Job))
+            if uow.execute(select(Tenant.id).limit(1)).scalar() is None:
+                uow.session.add(Tenant(name="hand-over-tests"))
         yield start
         for pool in pools:
             pool.stop(grace_s=1)
-        db.session.execute(delete(Job))
-        db.session.commit()
+        with units.begin("test") as uow:
+            uow.execute(delete(Job))
         db.session.remove()
-    del app.extensions[WAKERS]
 
 
 def _tenant() -> int:
-    return db.session.execute(select(Tenant.id).limit(1)).scalar_one()
-
-
-def _row(job_id: int) -> dict:
-    row = db.session.get(Job, job_id)
-    values = {name: getattr(row, name) for name in (*ROW, "locked_by", "locked_until", "run_at")}
+    tenant_id = db.session.execute(select(Tenant.id).limit(1)).scalar_one()
     db.session.rollback()
-    return values
+    return tenant_id
+
+
+def _row(uow, job_id: int) -> dict:
+    row = uow.session.get(Job, job_id, populate_existing=True)
+    return {name: getattr(row, name) for name in (*ROW, "locked_by", "locked_until", "run_at")}
+
+
+def _sentinel_handled(uow, gate: "Gate") -> int:
+    """Queue one more job due now and wait until the pool ran it: the pool's one thread runs what it
+    is handed in order, so whatever it was handed before has been run by then. Its id."""
+    jobs.enqueue(uow, _tenant(), KIND, payload={"sentinel": True})
+    uow.commit()
+    sentinel = _last_job_id()
+    _wait(lambda: any(job_id == sentinel for job_id, _, _ in gate.handled))
+    return sentinel
+
+
+def _last_job_id() -> int:
+    last = db.session.execute(select(Job.id).order_by(Job.id.desc()).limit(1)).scalar()
+    db.session.rollback()
+    return last
 
 
 def _wait(condition, timeout: float = 10.0) -> None:
@@ -90,21 +119,21 @@ def _wait(condition, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def test_a_handed_job_is_the_row_and_the_job_a_claim_would_have_given(setup):
+def test_a_handed_job_is_the_row_and_the_job_a_claim_would_have_given(setup, uow):
     # The general path first: no pool here, an ordinary job, leased by a claim.
     tenant_id = _tenant()
-    jobs.enqueue(tenant_id, KIND, payload={"delivery_id": 7, "secret": "s"})
-    db.session.commit()
-    [claimed] = jobs.claim("claiming-worker", 30)
-    claimed_row = _row(claimed.id)
-    db.session.execute(delete(Job))
-    db.session.commit()
+    jobs.enqueue(uow, tenant_id, KIND, payload={"delivery_id": 7, "secret": "s"})
+    uow.commit()
+    [claimed] = claim(uow, "claiming-worker", 30)
+    claimed_row = _row(uow, claimed.id)
+    uow.session.execute(delete(Job))
+    uow.commit()
 
     gate = Gate()
     pool = setup(gate)
     before = utcnow()
-    jobs.enqueue(tenant_id, KIND, payload={"delivery_id": 7, "secret": "s"})
-    db.session.commit()
+    jobs.enqueue(uow, tenant_id, KIND, payload={"delivery_id": 7, "secret": "s"})
+    uow.commit()
     assert gate.started.wait(10)
     [(job_id, worker_id, attempts)] = gate.handled
     handed_row = gate.rows[job_id]
@@ -124,56 +153,55 @@ def _jobs_left() -> int:
     return count
 
 
-def test_a_rolled_back_job_is_neither_stored_nor_handed(setup):
+def test_a_rolled_back_job_is_neither_stored_nor_handed(setup, uow):
     gate = Gate(hold=False)
     setup(gate)
-    jobs.enqueue(_tenant(), KIND, payload={})
-    db.session.rollback()
-    jobs.enqueue(_tenant(), KIND, payload={"second": True})  # the next commit hands this one only
-    db.session.commit()
-    _wait(lambda: len(gate.handled) == 1)
-    time.sleep(0.2)
-    assert len(gate.handled) == 1
-    assert db.session.execute(select(Job.id)).all() == []
+    jobs.enqueue(uow, _tenant(), KIND, payload={})
+    uow.rollback()
+    jobs.enqueue(uow, _tenant(), KIND, payload={"second": True})  # the next commit hands this one only
+    uow.commit()
+    _sentinel_handled(uow, gate)
+    assert len(gate.handled) == 2                # the second job and the sentinel, never the first
+    _wait(lambda: _jobs_left() == 0)
 
 
-def test_a_delayed_job_is_queued_for_a_claim_not_handed(setup):
+def test_a_delayed_job_is_queued_for_a_claim_not_handed(setup, uow):
     gate = Gate(hold=False)
     setup(gate)
-    jobs.enqueue(_tenant(), KIND, payload={}, run_at=utcnow() + timedelta(hours=1))
-    db.session.commit()
-    [row] = db.session.execute(select(Job)).scalars().all()
+    jobs.enqueue(uow, _tenant(), KIND, payload={}, run_at=utcnow() + timedelta(hours=1))
+    uow.commit()
+    [row] = uow.session.execute(select(Job)).scalars().all()
     assert (row.locked_by, row.locked_until, row.attempts) == (None, None, 0)
-    db.session.rollback()
-    time.sleep(0.2)
-    assert gate.handled == []
+    uow.rollback()
+    sentinel = _sentinel_handled(uow, gate)
+    assert [job_id for job_id, _, _ in gate.handled] == [sentinel]
 
 
-def test_a_stop_releases_handed_jobs_that_no_thread_ran_yet(setup):
+def test_a_stop_releases_handed_jobs_that_no_thread_ran_yet(setup, uow):
     gate = Gate()
     pool = setup(gate)
     for number in range(2):
-        jobs.enqueue(_tenant(), KIND, payload={"n": number})
-        db.session.commit()
+        jobs.enqueue(uow, _tenant(), KIND, payload={"n": number})
+        uow.commit()
     assert gate.started.wait(10)
     [(running, _, _)] = gate.handled             # the pool's one thread holds the first
-    waiting = db.session.execute(select(Job.id).where(Job.id != running)).scalar_one()
-    db.session.rollback()
+    waiting = uow.session.execute(select(Job.id).where(Job.id != running)).scalar_one()
+    uow.rollback()
 
     assert pool.stop(grace_s=0.2) == 2           # the running one after the grace, and the waiting one
     for job_id in (running, waiting):
-        row = _row(job_id)
+        row = _row(uow, job_id)
         assert (row["locked_by"], row["locked_until"], row["attempts"]) == (None, None, 0)
         assert row["run_at"] <= utcnow()
     gate.release.set()
 
 
-def test_a_handed_job_that_waited_past_half_its_lease_is_given_back_and_claimed(setup):
+def test_a_handed_job_that_waited_past_half_its_lease_is_given_back_and_claimed(setup, uow):
     gate = Gate()
     pool = setup(gate, lease_seconds=0.6)
     for number in range(2):
-        jobs.enqueue(_tenant(), KIND, payload={"n": number})
-        db.session.commit()
+        jobs.enqueue(uow, _tenant(), KIND, payload={"n": number})
+        uow.commit()
     assert gate.started.wait(10)
     time.sleep(0.45)                             # the second waits past half its lease (0.3 s)
     gate.release.set()

@@ -13,8 +13,10 @@ from engine import jobs
 from engine.jobs.wakers import Wakers
 from engine.jobs.worker import WorkerPool
 from engine.jobs.retry import job_backoff
-from engine.store.db import WAKERS, db, utcnow
+from engine.store.db import db, utcnow
 from engine.store.models import Job, Tenant
+from engine.store.unit_of_work import Units
+from tests.unit.conftest import claim
 
 KIND = "unit_test_kind"
 
@@ -26,85 +28,94 @@ class Recorder:
         self.failures, self.handled, self.given_up = failures, [], []
         self.done = threading.Event()
 
-    def handle(self, job, worker_id):
+    def handle(self, job, worker_id, uow):
         self.handled.append((job.id, job.attempts))
         if job.attempts <= self.failures:
             raise RuntimeError("handler failed")
-        jobs.finish(job, worker_id)
-        db.session.commit()
-        self.done.set()
+        jobs.finish(uow, job, worker_id)
+        uow.after_commit(self.done.set)
 
-    def give_up(self, job, worker_id):
+    def give_up(self, job, worker_id, uow):
         self.given_up.append(job.id)
-        jobs.finish(job, worker_id)
-        db.session.commit()
-        self.done.set()
+        jobs.finish(uow, job, worker_id)
+        uow.after_commit(self.done.set)
 
 
 @pytest.fixture
-def pool_for(app):
+def units(app):
+    """Units of work that wake the test's pools only."""
+    return Units(Wakers())
+
+
+@pytest.fixture
+def uow(units, app):
+    with app.app_context():
+        unit = units.new("test")
+    yield unit
+    unit.rollback()
+
+
+@pytest.fixture
+def pool_for(app, units):
     pools = []
-    wakers = app.extensions[WAKERS] = Wakers()
 
     def start(handler, **options) -> WorkerPool:
-        pool = WorkerPool(app, {KIND: handler}, wakers=wakers, threads=1, lease_seconds=30, poll_seconds=30,
-                          **options)
+        pool = WorkerPool(app, {KIND: handler}, units=units, wakers=units.wakers, threads=1, lease_seconds=30,
+                          poll_seconds=30, **options)
         pool.start()
         pools.append(pool)
         return pool
 
     with app.app_context():
-        db.session.execute(delete(Job))
-        db.session.commit()
-        if db.session.execute(select(Tenant.id).limit(1)).scalar() is None:
-            db.session.add(Tenant(name="worker-tests"))
-        db.session.commit()
+        with units.begin("test") as uow:
+            uow.execute(delete(Job))
+            if uow.execute(select(Tenant.id).limit(1)).scalar() is None:
+                uow.session.add(Tenant(name="worker-tests"))
         yield start
         for pool in pools:
             pool.stop()
-        db.session.execute(delete(Job))
-        db.session.commit()
+        with units.begin("test") as uow:
+            uow.execute(delete(Job))
         db.session.remove()
-    del app.extensions[WAKERS]
 
 
-def _enqueue() -> int:
-    tenant_id = db.session.execute(select(Tenant.id).limit(1)).scalar_one()
-    jobs.enqueue(tenant_id, KIND, payload={})
-    db.session.commit()  # wakes the pool (BatonSession.commit -> Wakers)
-    job_id = db.session.execute(select(Job.id).where(Job.kind == KIND)).scalar_one()
-    db.session.rollback()  # on SQLite every transaction holds the write lock: let the pool have it
+def _enqueue(uow) -> int:
+    tenant_id = uow.session.execute(select(Tenant.id).limit(1)).scalar_one()
+    jobs.enqueue(uow, tenant_id, KIND, payload={})
+    uow.commit()  # wakes the pool (its Wakers, after the commit)
+    job_id = uow.session.execute(select(Job.id).where(Job.kind == KIND)).scalar_one()
+    uow.rollback()  # on SQLite every transaction holds the write lock: let the pool have it
     return job_id
 
 
-def test_a_committed_job_wakes_the_pool_at_once_and_runs_once(pool_for):
+def test_a_committed_job_wakes_the_pool_at_once_and_runs_once(pool_for, uow):
     handler = Recorder()
     pool_for(handler)
     time.sleep(0.2)  # the pool is asleep (poll_seconds=30): only the wake-up can make it run the job
-    job_id = _enqueue()
+    job_id = _enqueue(uow)
     assert handler.done.wait(5), "the pool was not woken by the commit"
     assert handler.handled == [(job_id, 1)]
 
 
-def test_a_failing_job_is_retried_then_given_up(pool_for, monkeypatch):
+def test_a_failing_job_is_retried_then_given_up(pool_for, monkeypatch, uow):
     monkeypatch.setattr("engine.jobs.worker.job_backoff", lambda attempts: 0.0)
     handler = Recorder(failures=99)
     pool_for(handler, max_attempts=3)
-    job_id = _enqueue()
+    job_id = _enqueue(uow)
     assert handler.done.wait(10)
     assert [attempt for _id, attempt in handler.handled] == [1, 2, 3] and handler.given_up == [job_id]
 
 
-def test_a_failed_attempt_is_given_back_with_the_policys_delay(pool_for):
+def test_a_failed_attempt_is_given_back_with_the_policys_delay(pool_for, uow):
     handler = Recorder(failures=1)
     pool_for(handler)
-    job_id = _enqueue()
+    job_id = _enqueue(uow)
     deadline = time.monotonic() + 10
     while True:  # until the failed attempt is recorded on the row
-        row = db.session.get(Job, job_id)
+        row = uow.session.get(Job, job_id)
         given_back = (row.locked_by, row.last_error, row.attempts) == (None, "RuntimeError", 1)
         run_at, now = row.run_at, utcnow()
-        db.session.rollback()
+        uow.rollback()
         if given_back or time.monotonic() > deadline:
             break
         time.sleep(0.02)
@@ -120,7 +131,8 @@ def test_a_pool_is_not_woken_for_kinds_it_has_no_handler_for():
 
     from engine.jobs.wakers import EXTERNAL_TASKS
 
-    pool = WorkerPool(None, {KIND: Recorder()}, wakers=Wakers(), threads=1, lease_seconds=30, poll_seconds=30)
+    pool = WorkerPool(None, {KIND: Recorder()}, units=Units(None), wakers=Wakers(), threads=1, lease_seconds=30,
+                      poll_seconds=30)
     pool.wake(Counter({EXTERNAL_TASKS: 1}))
     assert pool._signal == 0
     pool.wake(Counter({KIND: 1, EXTERNAL_TASKS: 1}))
@@ -134,40 +146,39 @@ class Blocking(Recorder):
         super().__init__()
         self.go, self.seconds, self.started, self.finished = threading.Event(), seconds, threading.Event(), None
 
-    def handle(self, job, worker_id):
+    def handle(self, job, worker_id, uow):
         self.started.set()
         self.go.wait(self.seconds)
-        self.finished = jobs.finish(job, worker_id)
-        db.session.commit()
-        self.done.set()
+        self.finished = jobs.finish(uow, job, worker_id)
+        uow.after_commit(self.done.set)
 
 
-def test_stopping_lets_a_job_in_hand_finish_within_the_grace(pool_for):
+def test_stopping_lets_a_job_in_hand_finish_within_the_grace(pool_for, uow):
     handler = Blocking(seconds=0.3)
     pool = pool_for(handler)
-    job_id = _enqueue()
+    job_id = _enqueue(uow)
     assert handler.started.wait(5)
     began = time.monotonic()
     assert pool.stop(grace_s=10) == 0                    # nothing left to release ...
     assert time.monotonic() - began < 5                  # ... and no waiting out the grace
-    assert handler.finished is True and db.session.get(Job, job_id) is None
+    assert handler.finished is True and uow.session.get(Job, job_id) is None
 
 
-def test_stopping_releases_a_job_still_running_after_the_grace_due_at_once(pool_for):
+def test_stopping_releases_a_job_still_running_after_the_grace_due_at_once(pool_for, uow):
     handler = Blocking()
     pool = pool_for(handler)
-    job_id = _enqueue()
+    job_id = _enqueue(uow)
     assert handler.started.wait(5)
     began = time.monotonic()
     try:
         assert pool.stop(grace_s=0.3) == 1
         took = time.monotonic() - began
-        row = db.session.get(Job, job_id)
+        row = uow.session.get(Job, job_id)
         assert 0.3 <= took < 5
         assert (row.locked_by, row.locked_until, row.attempts) == (None, None, 0)   # no lease, no attempt
         assert row.run_at <= utcnow()                                               # due now
-        db.session.rollback()
-        assert [j.id for j in jobs.claim("other-worker", 30)] == [job_id]           # another worker takes it
+        uow.rollback()
+        assert [j.id for j in claim(uow, "other-worker", 30)] == [job_id]                # another worker takes it
     finally:
         handler.go.set()
     assert handler.done.wait(5) and handler.finished is False   # the late finish is refused: the lease is gone
@@ -175,7 +186,7 @@ def test_stopping_releases_a_job_still_running_after_the_grace_due_at_once(pool_
 
 class BatchRecorder:
     """A job handler with batches, as ``Runner``: it records the pool's calls, leaves its jobs in
-    hand and finishes them at the batch's end, or answers that the batch's commit failed."""
+    hand and finishes them at the batch's end, or fails the batch's unit of work."""
 
     def __init__(self, commit_fails: bool = False):
         self.calls, self.commit_fails, self.held = [], commit_fails, []
@@ -184,56 +195,63 @@ class BatchRecorder:
     def begin_batch(self, worker_id):
         self.calls.append("begin")
 
-    def handle(self, job, worker_id):
+    def handle(self, job, worker_id, uow):
         self.calls.append(job.id)
         self.held.append(job)
 
-    def end_batch(self, worker_id):
+    def take_batch(self, worker_id):
         self.calls.append("end")
         held, self.held = self.held, []
+        return Batch(held, worker_id) if held else None
+
+    def save_batch(self, batch, uow):
         if self.commit_fails:
             self.done.set()
-            return [(job, RuntimeError("the batch's commit failed")) for job in held]
-        for job in held:
-            jobs.finish(job, worker_id)
-        db.session.commit()
-        self.done.set()
+            raise RuntimeError("the batch's commit failed")
+        for job in batch.jobs:
+            jobs.finish(uow, job, batch.worker_id)
+        uow.after_commit(self.done.set)
         return []
 
-    def give_up(self, job, worker_id):
+    def give_up(self, job, worker_id, uow):
         raise AssertionError("not expected")
 
 
-def _enqueue_before_the_pool(count: int) -> list[int]:
-    tenant_id = db.session.execute(select(Tenant.id).limit(1)).scalar_one()
+class Batch:
+    def __init__(self, held, worker_id):
+        self.jobs, self.worker_id = held, worker_id
+
+
+def _enqueue_before_the_pool(uow, count: int) -> list[int]:
+    tenant_id = uow.session.execute(select(Tenant.id).limit(1)).scalar_one()
     for _ in range(count):
-        jobs.enqueue(tenant_id, KIND, payload={})
-    db.session.commit()
-    ids = db.session.execute(select(Job.id).where(Job.kind == KIND).order_by(Job.id)).scalars().all()
-    db.session.rollback()
+        jobs.enqueue(uow, tenant_id, KIND, payload={})
+    uow.commit()
+    ids = uow.session.execute(select(Job.id).where(Job.kind == KIND).order_by(Job.id)).scalars().all()
+    uow.rollback()
     return ids
 
 
-def test_the_jobs_of_one_claim_run_as_one_batch(pool_for):
-    job_ids = _enqueue_before_the_pool(WorkerPool.CLAIM_BATCH)  # due before the pool's first claim
+def test_the_jobs_of_one_claim_run_as_one_batch(pool_for, uow):
+    job_ids = _enqueue_before_the_pool(uow, WorkerPool.CLAIM_BATCH)  # due before the pool's first claim
     handler = BatchRecorder()
     pool_for(handler)
     assert handler.done.wait(5)
     assert handler.calls == ["begin", *job_ids, "end"]
-    assert db.session.execute(select(Job.id).where(Job.kind == KIND)).all() == []
-    db.session.rollback()
+    assert uow.session.execute(select(Job.id).where(Job.kind == KIND)).all() == []
+    uow.rollback()
 
 
-def test_a_batch_whose_commit_failed_gives_every_job_back_with_the_policys_delay(pool_for):
-    job_ids = _enqueue_before_the_pool(3)
+def test_a_batch_whose_commit_failed_gives_every_job_back_with_the_policys_delay(pool_for, uow):
+    job_ids = _enqueue_before_the_pool(uow, 3)
     handler = BatchRecorder(commit_fails=True)
     pool_for(handler)
     assert handler.done.wait(5)
     deadline = time.monotonic() + 10
     while True:  # until the pool has given the three back
-        rows = db.session.execute(select(Job.locked_by, Job.last_error, Job.run_at).where(Job.id.in_(job_ids))).all()
+        rows = uow.session.execute(select(Job.locked_by, Job.last_error, Job.run_at).where(Job.id.in_(job_ids))).all()
         now = utcnow()
-        db.session.rollback()
+        uow.rollback()
         if all(row.last_error for row in rows) or time.monotonic() > deadline:
             break
         time.sleep(0.02)

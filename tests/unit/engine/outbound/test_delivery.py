@@ -1,8 +1,8 @@
 """engine.delivery against a real database (SQLite and PostgreSQL) and a real local HTTP receiver.
 
 No server and no worker pool: an in-process app (``workers=0``) queues deliveries exactly as the
-conversation code does, and the test plays the worker: ``jobs.claim`` then ``DeliveryRunner.advance``
-(with threads for the several-workers test). Every request is a real HTTP POST to ``Receiver``.
+conversation code does, and the test plays the worker: ``jobs.claim`` then the ``DeliveryRunner``'s
+job run as a worker runs it (``engine.jobs.worker.run_job``; with threads for the several-workers test). Every request is a real HTTP POST to ``Receiver``.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import time
 import uuid
 
 import pytest
+from flask import current_app
 from sqlalchemy import delete, select
 
 from engine import jobs
@@ -22,6 +23,8 @@ from engine.errors import ConflictError, NotFoundError
 from engine.outbound import OutboundHttp, delivery, delivery_runner
 from engine.store.db import db, utcnow
 from engine.store.models import Channel, Delivery, Job
+from engine.jobs.worker import run_job
+from tests.harness import claim_jobs
 from tests.receiver import Answer, Receiver
 
 WORKER = "unit-worker"
@@ -41,8 +44,9 @@ def ctx(app):
 
 
 @pytest.fixture
-def tenant_id(ctx) -> int:
-    tenant, _key = create_tenant(f"t-{uuid.uuid4().hex[:10]}")
+def tenant_id(ctx, uow) -> int:
+    tenant, _key = create_tenant(uow, f"t-{uuid.uuid4().hex[:10]}")
+    uow.commit()
     return tenant.id
 
 
@@ -64,12 +68,12 @@ def make_runner():
         client.close()
 
 
-def queue(tenant_id: int, url: str, ordering_key: str, text: str = "hi", *, secret: str | None = None,
+def queue(uow, tenant_id: int, url: str, ordering_key: str, text: str = "hi", *, secret: str | None = None,
           channel_id: int | None = None, chat_id: str = "c-1") -> int:
-    row = delivery.queue(tenant_id, url=url, payload=delivery.message_payload(chat_id, text, utcnow()),
+    row = delivery.queue(uow, tenant_id, url=url, payload=delivery.message_payload(chat_id, text, utcnow()),
                          secret=secret, ordering_key=ordering_key, channel_id=channel_id)
     delivery_id = row.id
-    db.session.commit()
+    uow.commit()
     return delivery_id
 
 
@@ -85,14 +89,20 @@ def job_of(delivery_id: int) -> Job | None:
     return None
 
 
-def drive(runner, until, timeout: float = 30.0, worker: str = WORKER) -> None:
-    """Be the worker: claim due jobs and advance them until ``until()`` holds."""
+def units():
+    return current_app.extensions["baton.units"]
+
+
+def drive(uow, runner, until, timeout: float = 30.0, worker: str = WORKER) -> None:
+    """Be the worker: claim due jobs (committed) and run them until ``until()`` holds."""
     deadline = time.monotonic() + timeout
     while True:
-        for job in jobs.claim(worker, 30, limit=10):
-            runner.handle(job, worker)
+        claimed = jobs.claim(uow, worker, 30, limit=10)
+        uow.commit()
+        for job in claimed:
+            run_job(units(), runner, job, worker)
         done = until()
-        db.session.rollback()
+        uow.rollback()
         if done:
             return
         assert time.monotonic() < deadline, "the condition did not come true in time"
@@ -129,15 +139,15 @@ def github_verify_signature(payload_body: bytes, secret_token: str, signature_he
 
 # --- queue ----------------------------------------------------------------------------------------
 
-def test_queue_writes_row_and_job_in_the_callers_transaction(ctx, tenant_id, key, receiver):
-    row = delivery.queue(tenant_id, url=receiver.url, payload={"chat_id": "c-1", "text": "Zoë"},
+def test_queue_writes_row_and_job_in_the_callers_transaction(ctx, tenant_id, key, receiver, uow):
+    row = delivery.queue(uow, tenant_id, url=receiver.url, payload={"chat_id": "c-1", "text": "Zoë"},
                          secret="s", ordering_key=key, channel_id=None)
     assert row.id is not None and row.status == "queued" and len(row.delivery_uid) == 32
-    db.session.rollback()
-    assert db.session.execute(select(Delivery).where(Delivery.ordering_key == key)).first() is None
-    assert db.session.execute(select(Job)).first() is None
+    uow.rollback()
+    assert uow.session.execute(select(Delivery).where(Delivery.ordering_key == key)).first() is None
+    assert uow.session.execute(select(Job)).first() is None
 
-    delivery_id = queue(tenant_id, receiver.url, key, "Zoë 👋", secret="s3cret")
+    delivery_id = queue(uow, tenant_id, receiver.url, key, "Zoë 👋", secret="s3cret")
     row = fresh(delivery_id)
     assert row.body.startswith('{"chat_id":"c-1","text":"Zoë 👋","reply_to_message_id":null,"timestamp":"')
     assert (row.status, row.attempts, row.event, row.sent_at) == ("queued", 0, "message", None)
@@ -145,14 +155,14 @@ def test_queue_writes_row_and_job_in_the_callers_transaction(ctx, tenant_id, key
     assert (job.kind, job.instance_id, job.payload) == ("deliver", None,
                                                         {"delivery_id": delivery_id, "secret": "s3cret"})
     with pytest.raises(ValueError):
-        delivery.queue(tenant_id, url="", payload={}, secret=None, ordering_key=key, channel_id=None)
+        delivery.queue(uow, tenant_id, url="", payload={}, secret=None, ordering_key=key, channel_id=None)
 
 
 # --- one delivery ---------------------------------------------------------------------------------
 
-def test_signed_delivery_carries_the_exact_body_bytes_and_headers(ctx, tenant_id, key, receiver, make_runner):
-    delivery_id = queue(tenant_id, receiver.url + "/hook?x=1", key, "Zoë 👋 \"quoted\"", secret="s3cret")
-    drive(make_runner(), status_is(delivery_id, "sent"))
+def test_signed_delivery_carries_the_exact_body_bytes_and_headers(ctx, tenant_id, key, receiver, make_runner, uow):
+    delivery_id = queue(uow, tenant_id, receiver.url + "/hook?x=1", key, "Zoë 👋 \"quoted\"", secret="s3cret")
+    drive(uow, make_runner(), status_is(delivery_id, "sent"))
     row = fresh(delivery_id)
     [got] = receiver.requests
     assert (got.method, got.path) == ("POST", "/hook?x=1")
@@ -174,25 +184,25 @@ def test_signed_delivery_carries_the_exact_body_bytes_and_headers(ctx, tenant_id
     assert job_of(delivery_id) is None
 
 
-def test_no_signature_header_without_a_secret(ctx, tenant_id, key, receiver, make_runner):
-    delivery_id = queue(tenant_id, receiver.url, key, secret=None)
-    drive(make_runner(), status_is(delivery_id, "sent"))
+def test_no_signature_header_without_a_secret(ctx, tenant_id, key, receiver, make_runner, uow):
+    delivery_id = queue(uow, tenant_id, receiver.url, key, secret=None)
+    drive(uow, make_runner(), status_is(delivery_id, "sent"))
     [got] = receiver.requests
     assert header(got, "X-Baton-Signature") is None
     assert header(got, "X-Baton-Delivery") == fresh(delivery_id).delivery_uid
 
 
-def test_a_channel_delivery_uses_the_channels_current_secret_and_url(ctx, tenant_id, key, make_runner):
+def test_a_channel_delivery_uses_the_channels_current_secret_and_url(ctx, tenant_id, key, make_runner, uow):
     old, new = Receiver().start(), Receiver().start()
     try:
         channel = Channel(tenant_id=tenant_id, type="webchat", name=f"site-{key}", webhook_url=old.url,
                           webhook_secret="first", settings={})
-        db.session.add(channel)
-        db.session.commit()
-        delivery_id = queue(tenant_id, old.url, key, secret="first", channel_id=channel.id)
+        uow.session.add(channel)
+        uow.commit()
+        delivery_id = queue(uow, tenant_id, old.url, key, secret="first", channel_id=channel.id)
         channel.webhook_url, channel.webhook_secret = new.url + "/v2", "rotated"   # changed before it went out
-        db.session.commit()
-        drive(make_runner(), status_is(delivery_id, "sent"))
+        uow.commit()
+        drive(uow, make_runner(), status_is(delivery_id, "sent"))
         assert old.requests == []
         [got] = new.requests
         github_verify_signature(got.body, "rotated", header(got, "X-Baton-Signature"))
@@ -202,15 +212,15 @@ def test_a_channel_delivery_uses_the_channels_current_secret_and_url(ctx, tenant
         new.stop()
 
 
-def test_failures_and_timeouts_are_retried_with_the_same_delivery_id(ctx, tenant_id, key, receiver, make_runner):
+def test_failures_and_timeouts_are_retried_with_the_same_delivery_id(ctx, tenant_id, key, receiver, make_runner, uow):
     receiver.script(Answer(500), Answer(200, delay_s=1.5), Answer(503, {"busy": True}), Answer(404))
     runner = make_runner(scale=0.002, timeout_s=0.5)   # delays 10 ms, 60 ms, 240 ms, 1.2 s
-    delivery_id = queue(tenant_id, receiver.url, key, secret="s")
-    drive(runner, lambda: fresh(delivery_id).attempts == 1 and fresh(delivery_id).last_status == 500)
+    delivery_id = queue(uow, tenant_id, receiver.url, key, secret="s")
+    drive(uow, runner, lambda: fresh(delivery_id).attempts == 1 and fresh(delivery_id).last_status == 500)
     row = fresh(delivery_id)
     assert (row.status, row.last_error) == ("queued", "The receiver answered 500.")
     assert row.next_attempt_at is not None and job_of(delivery_id).run_at == row.next_attempt_at
-    drive(runner, status_is(delivery_id, "sent"))
+    drive(uow, runner, status_is(delivery_id, "sent"))
     row = fresh(delivery_id)
     assert (row.attempts, row.last_status, row.last_error) == (5, 200, None)
     requests = receiver.requests
@@ -224,15 +234,15 @@ def test_failures_and_timeouts_are_retried_with_the_same_delivery_id(ctx, tenant
     assert gaps[0] >= 0.01 and gaps[1] >= 0.5 + 0.06 and gaps[2] >= 0.24 and gaps[3] >= 1.2
 
 
-def test_a_longer_retry_after_is_honoured(ctx, tenant_id, key, receiver, make_runner):
+def test_a_longer_retry_after_is_honoured(ctx, tenant_id, key, receiver, make_runner, uow):
     receiver.script(Answer(429, headers={"Retry-After": "1"}), Answer(503, headers={"Retry-After": "0"}))
-    delivery_id = queue(tenant_id, receiver.url, key)
+    delivery_id = queue(uow, tenant_id, receiver.url, key)
     before = utcnow()
-    drive(make_runner(scale=0.001), lambda: fresh(delivery_id).attempts == 1)
+    drive(uow, make_runner(scale=0.001), lambda: fresh(delivery_id).attempts == 1)
     row = fresh(delivery_id)
     assert (row.last_status, row.status) == (429, "queued")
     assert (row.next_attempt_at - before).total_seconds() >= 1.0
-    drive(make_runner(scale=0.001), status_is(delivery_id, "sent"))
+    drive(uow, make_runner(scale=0.001), status_is(delivery_id, "sent"))
     first, second, third = receiver.requests
     assert second.at - first.at >= 1.0        # Retry-After: 1 beat the 5 ms of the schedule
     assert third.at - second.at < 1.0          # Retry-After: 0 is shorter than the schedule: schedule
@@ -240,21 +250,21 @@ def test_a_longer_retry_after_is_honoured(ctx, tenant_id, key, receiver, make_ru
 
 # --- ordering -------------------------------------------------------------------------------------
 
-def test_a_later_delivery_of_a_key_never_overtakes_an_earlier_one(ctx, tenant_id, key, receiver, make_runner):
+def test_a_later_delivery_of_a_key_never_overtakes_an_earlier_one(ctx, tenant_id, key, receiver, make_runner, uow):
     other = Receiver().start()
     try:
         receiver.script(Answer(500), Answer(500), Answer(500))
         runner = make_runner(scale=0.002)
-        first, second, third = (queue(tenant_id, receiver.url, key, text) for text in ("one", "two", "three"))
-        elsewhere = queue(tenant_id, other.url, key + ":other-chat", "other")
-        drive(runner, lambda: fresh(first).attempts >= 2)
+        first, second, third = (queue(uow, tenant_id, receiver.url, key, text) for text in ("one", "two", "three"))
+        elsewhere = queue(uow, tenant_id, other.url, key + ":other-chat", "other")
+        drive(uow, runner, lambda: fresh(first).attempts >= 2)
         # The other key went out at once; the later ones of this key wait, parked, for the first.
         assert fresh(elsewhere).status == "sent"
         for waiting in (second, third):
             row = fresh(waiting)
             assert (row.status, row.attempts, row.next_attempt_at) == ("queued", 0, None)
             assert (job_of(waiting).run_at - utcnow()).total_seconds() > 3000   # only a safety net
-        drive(runner, status_is(third, "sent"))
+        drive(uow, runner, status_is(third, "sent"))
         assert [r.json()["text"] for r in receiver.requests] == ["one"] * 4 + ["two", "three"]
         sent_at = [fresh(d).sent_at for d in (first, second, third)]
         assert sent_at == sorted(sent_at)
@@ -263,13 +273,14 @@ def test_a_later_delivery_of_a_key_never_overtakes_an_earlier_one(ctx, tenant_id
 
 
 def test_a_park_and_its_predecessors_wake_up_never_miss_each_other(ctx, tenant_id, key, receiver, make_runner,
-                                                                    monkeypatch):
+                                                                    monkeypatch, uow):
     """The race the per-key lock is for, forced: #2 decides to park (it saw #1 still queued) and,
     before that decision commits, #1 is recorded as sent. #1's wake-up must still find #2 parked."""
     receiver.script(Answer(200, delay_s=0.3))
     runner = make_runner()
-    first, second = queue(tenant_id, receiver.url, key, "one"), queue(tenant_id, receiver.url, key, "two")
-    job1, job2 = sorted(jobs.claim(WORKER, 30, limit=2), key=lambda j: j.payload["delivery_id"])
+    first, second = queue(uow, tenant_id, receiver.url, key, "one"), queue(uow, tenant_id, receiver.url, key, "two")
+    job1, job2 = sorted(jobs.claim(uow, WORKER, 30, limit=2), key=lambda j: j.payload["delivery_id"])
+    uow.commit()
     decided, go, errors = threading.Event(), threading.Event(), []
     real_head = delivery.head
 
@@ -286,7 +297,7 @@ def test_a_park_and_its_predecessors_wake_up_never_miss_each_other(ctx, tenant_i
     def advance(job):
         with app.app_context():
             try:
-                runner.handle(job, WORKER)
+                run_job(units(), runner, job, WORKER)
             except Exception as exc:  # noqa: BLE001 - reported by the test
                 errors.append(exc)
 
@@ -303,17 +314,17 @@ def test_a_park_and_its_predecessors_wake_up_never_miss_each_other(ctx, tenant_i
     assert errors == []
     assert fresh(first).status == "sent"
     # #2 was woken when #1 was recorded (its safety-net re-check is an hour away).
-    drive(runner, status_is(second, "sent"), timeout=5)
+    drive(uow, runner, status_is(second, "sent"), timeout=5)
     assert [r.json()["text"] for r in receiver.requests] == ["one", "two"]
 
 
-def test_dead_after_the_last_attempt_stops_blocking_and_can_be_resent(ctx, tenant_id, key, receiver, make_runner):
+def test_dead_after_the_last_attempt_stops_blocking_and_can_be_resent(ctx, tenant_id, key, receiver, make_runner, uow):
     receiver.default = Answer(500)
     # 24 h -> 8.6 s, hourly -> 0.36 s: room for at least ten attempts on a busy machine
     runner = make_runner(scale=0.0001)
-    first = queue(tenant_id, receiver.url, key, "one", secret="task-secret")
-    second = queue(tenant_id, receiver.url, key, "two", secret="task-secret")
-    drive(runner, status_is(first, "dead"))
+    first = queue(uow, tenant_id, receiver.url, key, "one", secret="task-secret")
+    second = queue(uow, tenant_id, receiver.url, key, "two", secret="task-secret")
+    drive(uow, runner, status_is(first, "dead"))
     receiver.default = Answer(200)
     dead = fresh(first)
     dead_attempts, dead_uid = dead.attempts, dead.delivery_uid   # the row object refreshes later
@@ -322,14 +333,15 @@ def test_dead_after_the_last_attempt_stops_blocking_and_can_be_resent(ctx, tenan
     assert dead.last_error == f"The receiver answered 500. Gave up after {dead.attempts} attempts."
     assert (dead.last_status, dead.next_attempt_at, dead.sent_at) == (500, None, None)
     # The dead one no longer blocks the next one of its key.
-    drive(runner, status_is(second, "sent"))
+    drive(uow, runner, status_is(second, "sent"))
     texts = [r.json()["text"] for r in receiver.requests]
     assert texts.index("two") == len(first_requests)           # nothing of "two" before "one" was dead
     # Its job is kept, held, with the secret: delivery.retry re-sends it signed, with the same uid.
     held = job_of(first)
     assert held.run_at == delivery.HELD and held.payload["secret"] == "task-secret"
-    assert delivery.retry(tenant_id, first) == {"delivery_id": first, "status": "queued"}
-    drive(runner, status_is(first, "sent"))
+    assert delivery.retry(uow, tenant_id, first) == {"delivery_id": first, "status": "queued"}
+    uow.commit()
+    drive(uow, runner, status_is(first, "sent"))
     resent = receiver.requests[-1]
     assert resent.json()["text"] == "one"
     assert header(resent, "X-Baton-Delivery") == dead_uid
@@ -337,42 +349,45 @@ def test_dead_after_the_last_attempt_stops_blocking_and_can_be_resent(ctx, tenan
     row = fresh(first)
     assert (row.attempts, row.last_status, row.last_error) == (dead_attempts + 1, 200, None)
     with pytest.raises(ConflictError):
-        delivery.retry(tenant_id, first)
-    other_tenant, _ = create_tenant(f"o-{uuid.uuid4().hex[:8]}")
+        delivery.retry(uow, tenant_id, first)
+    other_tenant, _ = create_tenant(uow, f"o-{uuid.uuid4().hex[:8]}")
     with pytest.raises(NotFoundError):
-        delivery.retry(other_tenant.id, second)
+        delivery.retry(uow, other_tenant.id, second)
 
 
-def test_a_refused_url_is_dead_at_once_with_the_reason(ctx, tenant_id, key, receiver, make_runner):
-    delivery_id = queue(tenant_id, receiver.url, key)
-    later = queue(tenant_id, receiver.url, key)
-    drive(make_runner(allow_private=False), status_is(later, "dead"))
+def test_a_refused_url_is_dead_at_once_with_the_reason(ctx, tenant_id, key, receiver, make_runner, uow):
+    delivery_id = queue(uow, tenant_id, receiver.url, key)
+    later = queue(uow, tenant_id, receiver.url, key)
+    drive(uow, make_runner(allow_private=False), status_is(later, "dead"))
     row = fresh(delivery_id)
     assert (row.status, row.attempts, row.last_status) == ("dead", 1, None)
     assert "not allowed" in row.last_error and "loopback" in row.last_error
     assert receiver.requests == []
 
 
-def test_give_up_after_internal_errors_makes_it_dead_and_resendable(ctx, tenant_id, key, receiver, make_runner):
-    delivery_id = queue(tenant_id, receiver.url, key)
-    [job] = jobs.claim(WORKER, 30)
+def test_give_up_after_internal_errors_makes_it_dead_and_resendable(ctx, tenant_id, key, receiver, make_runner, uow):
+    delivery_id = queue(uow, tenant_id, receiver.url, key)
+    [job] = jobs.claim(uow, WORKER, 30)
+    uow.commit()
     runner = make_runner()
-    runner.give_up(job, WORKER)
+    with units().begin("job:deliver") as giving_up:
+        runner.give_up(job, WORKER, giving_up)
     row = fresh(delivery_id)
     assert row.status == "dead" and "internal error" in row.last_error
-    delivery.retry(tenant_id, delivery_id)
-    drive(runner, status_is(delivery_id, "sent"))
+    delivery.retry(uow, tenant_id, delivery_id)
+    uow.commit()
+    drive(uow, runner, status_is(delivery_id, "sent"))
     assert len(receiver.requests) == 1
 
 
-def test_several_workers_keep_each_keys_order(ctx, tenant_id, receiver, make_runner):
+def test_several_workers_keep_each_keys_order(ctx, tenant_id, receiver, make_runner, uow):
     """Four worker threads, three keys of six deliveries, a receiver that fails a third of the time."""
     rng = random.Random(7)
     receiver.script(*(Answer(500 if rng.random() < 0.33 else 200, delay_s=rng.random() * 0.01)
                       for _ in range(200)))
     answers = list(receiver.answers)
     keys = [f"multi:{uuid.uuid4().hex[:6]}:{n}" for n in range(3)]
-    ids = {k: [queue(tenant_id, receiver.url, k, f"{n}", chat_id=k) for n in range(6)] for k in keys}
+    ids = {k: [queue(uow, tenant_id, receiver.url, k, f"{n}", chat_id=k) for n in range(6)] for k in keys}
     runner, stop, errors = make_runner(scale=0.0005), threading.Event(), []
     app = ctx
 
@@ -380,9 +395,9 @@ def test_several_workers_keep_each_keys_order(ctx, tenant_id, receiver, make_run
         with app.app_context():
             try:
                 while not stop.is_set():
-                    claimed = jobs.claim(name, 30, limit=2)
+                    claimed = claim_jobs(units(), name, 30, limit=2)
                     for job in claimed:
-                        runner.handle(job, name)
+                        run_job(units(), runner, job, name)
                     db.session.remove()
                     if not claimed:
                         time.sleep(0.003)

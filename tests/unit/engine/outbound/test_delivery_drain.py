@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from engine.store.db import db, utcnow
+from engine.store.db import utcnow
 from engine.store.models import Channel
 from tests.receiver import Answer, Receiver
 from tests.unit.engine.outbound import test_delivery as base
@@ -45,20 +45,20 @@ def down():
 
 
 def test_a_success_brings_the_destinations_waiting_deliveries_forward_in_chat_order(ctx, tenant_id, down,
-                                                                                   make_runner):
+                                                                                   make_runner, uow):
     runner = make_runner(scale=SCALE)
     elsewhere = Receiver(default=Answer(503)).start()
     try:
         chat_a, chat_b = key(), key()
-        a1, a2, a3 = (queue(tenant_id, down.url, chat_a, f"a{i}") for i in (1, 2, 3))
-        b1, b2 = (queue(tenant_id, down.url, chat_b, f"b{i}") for i in (1, 2))
-        other = queue(tenant_id, elsewhere.url, key(), "other destination")
-        drive(runner, failed_once(a1, b1, other))
+        a1, a2, a3 = (queue(uow, tenant_id, down.url, chat_a, f"a{i}") for i in (1, 2, 3))
+        b1, b2 = (queue(uow, tenant_id, down.url, chat_b, f"b{i}") for i in (1, 2))
+        other = queue(uow, tenant_id, elsewhere.url, key(), "other destination")
+        drive(uow, runner, failed_once(a1, b1, other))
         for head in (a1, b1, other):
             assert seconds_until_next_attempt(head) > FAR_S
         down.default = Answer(200)                      # the receiver is back ...
-        first = queue(tenant_id, down.url, key(), "first success")
-        drive(runner, lambda: all(fresh(d).status == "sent" for d in (first, a1, a2, a3, b1, b2)), timeout=20)
+        first = queue(uow, tenant_id, down.url, key(), "first success")
+        drive(uow, runner, lambda: all(fresh(d).status == "sent" for d in (first, a1, a2, a3, b1, b2)), timeout=20)
         texts = [r.json()["text"] for r in down.requests]
         assert sorted(texts[:2]) == ["a1", "b1"]          # the heads' failed attempts
         sent = texts[2:]
@@ -74,50 +74,50 @@ def test_a_success_brings_the_destinations_waiting_deliveries_forward_in_chat_or
         elsewhere.stop()
 
 
-def test_a_channels_success_drains_the_channel_whatever_its_url(ctx, tenant_id, down, make_runner):
+def test_a_channels_success_drains_the_channel_whatever_its_url(ctx, tenant_id, down, make_runner, uow):
     """The destination of a channel's deliveries is the channel (its webhook URL may change)."""
     runner = make_runner(scale=SCALE)
     channel = Channel(tenant_id=tenant_id, type="webchat", name=f"site-{uuid.uuid4().hex[:8]}",
                       webhook_url=down.url + "/old", webhook_secret="s", settings={})
-    db.session.add(channel)
-    db.session.commit()
-    waiting = queue(tenant_id, down.url + "/old", key(), "waiting", channel_id=channel.id)
-    same_url_no_channel = queue(tenant_id, down.url + "/new", key(), "not the channel")
-    drive(runner, failed_once(waiting, same_url_no_channel))
+    uow.session.add(channel)
+    uow.commit()
+    waiting = queue(uow, tenant_id, down.url + "/old", key(), "waiting", channel_id=channel.id)
+    same_url_no_channel = queue(uow, tenant_id, down.url + "/new", key(), "not the channel")
+    drive(uow, runner, failed_once(waiting, same_url_no_channel))
     down.default = Answer(200)
     channel.webhook_url = down.url + "/new"
-    db.session.commit()
-    first = queue(tenant_id, down.url + "/new", key(), "first", channel_id=channel.id)
-    drive(runner, status_is(waiting, "sent"), timeout=20)
+    uow.commit()
+    first = queue(uow, tenant_id, down.url + "/new", key(), "first", channel_id=channel.id)
+    drive(uow, runner, status_is(waiting, "sent"), timeout=20)
     assert fresh(first).status == "sent"
     assert fresh(same_url_no_channel).attempts == 1 and seconds_until_next_attempt(same_url_no_channel) > FAR_S
 
 
-def test_a_pause_the_receiver_asked_for_is_not_cut_short(ctx, tenant_id, down, make_runner):
+def test_a_pause_the_receiver_asked_for_is_not_cut_short(ctx, tenant_id, down, make_runner, uow):
     runner = make_runner(scale=0.01)   # schedule: 50 ms; the receiver's Retry-After: 600 s
     down.script(Answer(429, headers={"Retry-After": "600"}))
     down.default = Answer(200)
-    paused = queue(tenant_id, down.url, key(), "paused")
-    drive(runner, failed_once(paused))
+    paused = queue(uow, tenant_id, down.url, key(), "paused")
+    drive(uow, runner, failed_once(paused))
     assert seconds_until_next_attempt(paused) > 500
-    first = queue(tenant_id, down.url, key(), "first")
-    drive(runner, status_is(first, "sent"))
+    first = queue(uow, tenant_id, down.url, key(), "first")
+    drive(uow, runner, status_is(first, "sent"))
     assert fresh(paused).attempts == 1 and seconds_until_next_attempt(paused) > 500
     assert job_of(paused).run_at == fresh(paused).next_attempt_at
 
 
 def test_a_delivery_the_receiver_refuses_alone_is_brought_forward_once_not_on_every_success(
-        ctx, tenant_id, down, make_runner):
+        ctx, tenant_id, down, make_runner, uow):
     runner = make_runner(scale=SCALE)
     down.default = Answer(200)
     down.script(Answer(500))                            # the poison message's first attempt
-    poison = queue(tenant_id, down.url, key(), "poison")
-    drive(runner, failed_once(poison))
+    poison = queue(uow, tenant_id, down.url, key(), "poison")
+    drive(uow, runner, failed_once(poison))
     down.script(Answer(200), Answer(500))               # a success, then the drained attempt fails again
-    queue(tenant_id, down.url, key(), "ok 1")
-    drive(runner, lambda: fresh(poison).attempts == 2 and fresh(poison).next_attempt_at is not None)
+    queue(uow, tenant_id, down.url, key(), "ok 1")
+    drive(uow, runner, lambda: fresh(poison).attempts == 2 and fresh(poison).next_attempt_at is not None)
     assert seconds_until_next_attempt(poison) > FAR_S
-    second = queue(tenant_id, down.url, key(), "ok 2")  # this success does not bring it forward again
-    drive(runner, status_is(second, "sent"))
+    second = queue(uow, tenant_id, down.url, key(), "ok 2")  # this success does not bring it forward again
+    drive(uow, runner, status_is(second, "sent"))
     assert fresh(poison).attempts == 2 and seconds_until_next_attempt(poison) > FAR_S
     assert [r.json()["text"] for r in down.requests] == ["poison", "ok 1", "poison", "ok 2"]

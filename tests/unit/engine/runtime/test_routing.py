@@ -7,32 +7,34 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select
 
-from engine import instances, jobs
+from app import advance_contributors
+from engine import instances
 from engine.errors import ConflictError
 from engine.jobs import kinds
-from engine.runtime import routing, subscriptions
+from engine.runtime import routing, subscription_rows as subscriptions
+from engine.jobs.worker import run_job
 from engine.runtime.runner import Runner
 from engine.store.db import db
 from engine.store.models import EventSubscription, Job
 from engine.store.workflows import SpecCache
-from tests.unit.conftest import deploy_for_new_tenant
+from tests.unit.conftest import deploy_for_new_tenant, claim
 
 WORKER = "unit-worker"
 
 
 @pytest.fixture
-def waiting(app, script_engine):
+def waiting(app, script_engine, uow):
     """A tenant and two instances of cov_message_catch waiting for 'payment_received'."""
     with app.app_context():
-        tenant_id, deployed = deploy_for_new_tenant("cov_message_catch.bpmn")
-        definition = instances.resolve_definition(tenant_id, deployed["definition_id"])
-        ids = [instances.start(tenant_id, definition, {"customer": name, "due": 10})["instance_id"]
+        tenant_id, deployed = deploy_for_new_tenant(uow, "cov_message_catch.bpmn")
+        definition = instances.resolve_definition(uow, tenant_id, deployed["definition_id"])
+        ids = [instances.start(uow, tenant_id, definition, {"customer": name, "due": 10})["instance_id"]
                for name in ("ann", "bob")]
-        runner = Runner(script_engine, SpecCache(), wakers=None, public_url="http://127.0.0.1")
-        for job in jobs.claim(WORKER, 30, limit=2):
-            runner.advance(job, WORKER)
+        runner = Runner(script_engine, SpecCache(), advance_contributors("http://127.0.0.1"))
+        for job in claim(uow, WORKER, 30, limit=2):
+            run_job(app.extensions["baton.units"], runner, job, WORKER)
         yield tenant_id, ids
-        db.session.rollback()
+        uow.rollback()
         db.session.remove()
 
 
@@ -44,19 +46,19 @@ def test_an_advance_writes_the_subscriptions_of_what_its_instance_waits_for(wait
     assert sorted(rows) == [(i, "message", "payment_received", "paid") for i in ids]
 
 
-def test_a_message_reaches_the_instance_its_correlation_matches_and_claims_its_element_once(waiting):
+def test_a_message_reaches_the_instance_its_correlation_matches_and_claims_its_element_once(waiting, uow):
     tenant_id, (ann, bob) = waiting
-    result = routing.deliver(tenant_id, "message", "payment_received", {"amount": 4}, {"customer": "bob"})
+    result = routing.deliver(uow, tenant_id, "message", "payment_received", {"amount": 4}, {"customer": "bob"})
     assert result == {"reached": [bob], "started": []}
-    [job] = db.session.execute(select(Job).where(Job.instance_id == bob, Job.kind == kinds.MESSAGE)).scalars()
+    [job] = uow.session.execute(select(Job).where(Job.instance_id == bob, Job.kind == kinds.MESSAGE)).scalars()
     assert job.payload == {"message": "payment_received", "variables": {"amount": 4}, "correlation": {"customer": "bob"}}
-    again = routing.deliver(tenant_id, "message", "payment_received", {}, {"customer": "bob"})
+    again = routing.deliver(uow, tenant_id, "message", "payment_received", {}, {"customer": "bob"})
     assert again == {"reached": [], "started": []}  # its element is taken by the first
     with pytest.raises(ConflictError) as several:
-        routing.deliver(tenant_id, "message", "payment_received", {}, {}, single=True)
+        routing.deliver(uow, tenant_id, "message", "payment_received", {}, {}, single=True)
     assert "matches 2 waiting instances" in several.value.message  # bob's subscription stands until applied
-    assert routing.deliver(tenant_id, "message", "payment_received", {}, {})["reached"] == [ann]
-    assert routing.deliver(tenant_id + 10_000, "message", "payment_received", {}, {})["reached"] == []
+    assert routing.deliver(uow, tenant_id, "message", "payment_received", {}, {})["reached"] == [ann]
+    assert routing.deliver(uow, tenant_id + 10_000, "message", "payment_received", {}, {})["reached"] == []
 
 
 @pytest.mark.parametrize("correlation, awaited, variables, expected", [

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from sqlalchemy import exc, text
 
-from engine.store import db as db_module
+from engine.store import driver as db_module
 from engine.store.db import db
 from tests.harness import POSTGRES_ADMIN_DSN
 

@@ -23,13 +23,13 @@ TOUR = ["go", "b2", "b1", "b3"]  # the subprocess's wait, then the three branche
 
 
 @pytest.fixture
-def deployed(app):
+def deployed(app, uow):
     """The tour process deployed for a new tenant, and a spec cache to read it with."""
     with app.app_context():
-        tenant_id, answer = deploy_for_new_tenant("pruning_tour.bpmn")
+        tenant_id, answer = deploy_for_new_tenant(uow, "pruning_tour.bpmn")
         cache = SpecCache()
-        yield tenant_id, answer["definition_id"], cache, cache.get(tenant_id, answer["definition_id"])
-        db.session.rollback()
+        yield tenant_id, answer["definition_id"], cache, cache.get(uow, tenant_id, answer["definition_id"])
+        uow.rollback()
         db.session.remove()
 
 
@@ -70,7 +70,7 @@ def _shape(steps, flows):
     return [(s.element["element_id"], s.state) for s in steps], set(flows)
 
 
-def test_a_loop_keeps_a_tree_of_one_size_however_many_passes_it_made(deployed, script_engine):
+def test_a_loop_keeps_a_tree_of_one_size_however_many_passes_it_made(deployed, script_engine, uow):
     tenant_id, definition_id, cache, specs = deployed
     passes = 300  # past the depth where the whole tree failed (~266 passes of three elements)
     sizes = {}
@@ -88,20 +88,20 @@ def test_a_loop_keeps_a_tree_of_one_size_however_many_passes_it_made(deployed, s
     assert max(size for _, size in late) <= 1.1 * max(size for _, size in early)
     assert not json.loads(outcome.state)["subprocesses"]  # the finished subprocess went with its task
     # Every element passed is in the rows or the tree, exactly once.
-    steps, _ = read_path(cache, tenant_id, definition_id, outcome.state, logged)
+    steps, _ = read_path(uow, cache, tenant_id, definition_id, outcome.state, logged)
     passed = Counter(s.element["element_id"] for s in steps if s.state == "completed")
     assert passed["wait"] == passed["count"] == passed["again"] == passes
     assert passed["start"] == passed["end"] == passed["join"] == 1
 
 
-def test_the_path_read_from_a_pruned_tree_and_its_rows_is_the_whole_trees(deployed, script_engine):
+def test_the_path_read_from_a_pruned_tree_and_its_rows_is_the_whole_trees(deployed, script_engine, uow):
     tenant_id, definition_id, cache, specs = deployed
     for messages, target in ((TOUR + ["tick"] * 30, 30), (TOUR + ["tick"] * 17, 30), (TOUR[:2], 5)):
         outcome, logged = _pruned_run(specs, script_engine, messages, target)
         whole = _whole_run(specs, script_engine, messages, target)
 
-        pruned_path = read_path(cache, tenant_id, definition_id, outcome.state, logged)
-        whole_path = read_path(cache, tenant_id, definition_id, whole, [])
+        pruned_path = read_path(uow, cache, tenant_id, definition_id, outcome.state, logged)
+        whole_path = read_path(uow, cache, tenant_id, definition_id, whole, [])
 
         assert _shape(*pruned_path) == _shape(*whole_path), messages
         assert len(outcome.state) < len(whole) or len(messages) < len(TOUR)
@@ -110,13 +110,13 @@ def test_the_path_read_from_a_pruned_tree_and_its_rows_is_the_whole_trees(deploy
             or len(messages) < len(TOUR)
 
 
-def test_a_whole_tree_of_version_1_loads_and_is_pruned_by_its_next_save(deployed, script_engine):
+def test_a_whole_tree_of_version_1_loads_and_is_pruned_by_its_next_save(deployed, script_engine, uow):
     tenant_id, definition_id, cache, specs = deployed
     messages = TOUR + ["tick"] * 20
     whole = json.loads(_whole_run(specs, script_engine, messages, 30))
     whole[state_versions.VERSION_KEY] = 1  # as the build before pruning wrote it
     old_state = json.dumps(whole)
-    old_path = read_path(cache, tenant_id, definition_id, old_state, [])
+    old_path = read_path(uow, cache, tenant_id, definition_id, old_state, [])
 
     workflow = workflows.restore_workflow(old_state, specs, script_engine)
     workflow.send_event(message_event("tick"))
@@ -125,7 +125,7 @@ def test_a_whole_tree_of_version_1_loads_and_is_pruned_by_its_next_save(deployed
 
     assert outcome.steps and len(outcome.state) < len(old_state) / 2
     assert json.loads(outcome.state)[state_versions.VERSION_KEY] == state_versions.CURRENT == 2
-    new_steps, new_flows = read_path(cache, tenant_id, definition_id, outcome.state, outcome.steps)
+    new_steps, new_flows = read_path(uow, cache, tenant_id, definition_id, outcome.state, outcome.steps)
     passed = Counter(s.element["element_id"] for s in new_steps if s.state == "completed")
     old_passed = Counter(s.element["element_id"] for s in old_path[0] if s.state == "completed")
     assert passed - old_passed == Counter({"wait": 1, "count": 1, "again": 1})

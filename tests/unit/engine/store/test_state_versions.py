@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-import bpmn
+from bpmn import deploy
 from engine.errors import BatonError
 from engine.store import state_versions, workflows
 from tests.harness import bpmn as bpmn_file
@@ -14,7 +14,7 @@ from tests.harness import bpmn as bpmn_file
 
 @pytest.fixture
 def specs():
-    parsed = bpmn.parse_definition(bpmn_file("wait_for_person.bpmn"))
+    parsed = deploy.parse_definition(bpmn_file("wait_for_person.bpmn"))
     return parsed.spec, parsed.subprocess_specs
 
 

@@ -33,53 +33,53 @@ def _task(tenant_id, instance_id, definition_id, status="in_progress") -> dict:
             "form": [], "buttons": [], "variables": {}}
 
 
-def test_the_counts_follow_every_change_of_the_tasks(app):
+def test_the_counts_follow_every_change_of_the_tasks(app, uow):
     with app.app_context():
-        tenant_id, deployed = deploy_for_new_tenant("approval_form.bpmn")
+        tenant_id, deployed = deploy_for_new_tenant(uow, "approval_form.bpmn")
         definition_id = deployed["definition_id"]
-        instances = [writes.create_instance(writes.SessionExecutor(), tenant_id, definition_id, {}, START)
+        instances = [writes.create_instance(uow, tenant_id, definition_id, {}, START)
                      for _ in range(3)]
-        db.session.add(Task(**_task(tenant_id, instances[0], definition_id)))          # one row
-        db.session.flush()
-        db.session.execute(insert(Task), [_task(tenant_id, instance_id, definition_id)  # many in one statement
+        uow.session.add(Task(**_task(tenant_id, instances[0], definition_id)))          # one row
+        uow.session.flush()
+        uow.session.execute(insert(Task), [_task(tenant_id, instance_id, definition_id)  # many in one statement
                                           for instance_id in instances for _ in range(4)])
-        db.session.commit()
+        uow.commit()
         assert _counted() == _exact()
-        assert task_counts.total(tenant_id) == 13
-        assert task_counts.total(tenant_id, status="in_progress", definition_id=definition_id) == 13
+        assert task_counts.total(uow, tenant_id) == 13
+        assert task_counts.total(uow, tenant_id, status="in_progress", definition_id=definition_id) == 13
 
-        first = db.session.execute(select(Task.id).where(Task.instance_id == instances[1]).order_by(Task.id)
+        first = uow.session.execute(select(Task.id).where(Task.instance_id == instances[1]).order_by(Task.id)
                                    ).scalars().all()
-        db.session.execute(update(Task).where(Task.id.in_(first[:2])).values(status="completed"))
-        db.session.execute(update(Task).where(Task.id == first[2]).values(status="cancelled"))
-        db.session.execute(update(Task).where(Task.id == first[3]).values(name="renamed"))  # status unchanged
-        db.session.execute(delete(Task).where(Task.id == first[0]))
-        db.session.commit()
+        uow.session.execute(update(Task).where(Task.id.in_(first[:2])).values(status="completed"))
+        uow.session.execute(update(Task).where(Task.id == first[2]).values(status="cancelled"))
+        uow.session.execute(update(Task).where(Task.id == first[3]).values(name="renamed"))  # status unchanged
+        uow.session.execute(delete(Task).where(Task.id == first[0]))
+        uow.commit()
         assert _counted() == _exact()
-        assert task_counts.total(tenant_id, status="completed") == 1
-        assert task_counts.total(tenant_id, status="cancelled") == 1
+        assert task_counts.total(uow, tenant_id, status="completed") == 1
+        assert task_counts.total(uow, tenant_id, status="cancelled") == 1
 
-        db.session.execute(delete(Instance).where(Instance.id == instances[0]))  # its tasks go by cascade
-        db.session.commit()
+        uow.session.execute(delete(Instance).where(Instance.id == instances[0]))  # its tasks go by cascade
+        uow.commit()
         assert _counted() == _exact()
-        assert task_counts.total(tenant_id) == 7
+        assert task_counts.total(uow, tenant_id) == 7
 
-        listed = tasks.list_tasks(tenant_id, status=None, instance_id=None, definition_id=None, page=1, per_page=5)
+        listed = tasks.list_tasks(uow, tenant_id, status=None, instance_id=None, definition_id=None, page=1, per_page=5)
         assert listed["total"] == 7 and len(listed["items"]) == 5
         for status in ("in_progress", "completed", "cancelled"):
-            listed = tasks.list_tasks(tenant_id, status=status, instance_id=None, definition_id=definition_id,
+            listed = tasks.list_tasks(uow, tenant_id, status=status, instance_id=None, definition_id=definition_id,
                                       page=1, per_page=20)
             assert listed["total"] == len(listed["items"]) == _exact().get((tenant_id, definition_id, status), 0)
-        db.session.rollback()
+        uow.rollback()
 
 
-def test_a_rolled_back_change_leaves_the_counts_as_they_were(app):
+def test_a_rolled_back_change_leaves_the_counts_as_they_were(app, uow):
     with app.app_context():
-        tenant_id, deployed = deploy_for_new_tenant("approval_form.bpmn")
-        instance_id = writes.create_instance(writes.SessionExecutor(), tenant_id, deployed["definition_id"], {}, START)
-        db.session.commit()
+        tenant_id, deployed = deploy_for_new_tenant(uow, "approval_form.bpmn")
+        instance_id = writes.create_instance(uow, tenant_id, deployed["definition_id"], {}, START)
+        uow.commit()
         before = _counted()
-        db.session.execute(insert(Task), [_task(tenant_id, instance_id, deployed["definition_id"])])
-        db.session.rollback()
+        uow.session.execute(insert(Task), [_task(tenant_id, instance_id, deployed["definition_id"])])
+        uow.rollback()
         assert _counted() == before == _exact()
-        db.session.rollback()
+        uow.rollback()

@@ -1,7 +1,7 @@
-"""The one write path (``engine.store.writes``): the same writes through the ORM session's
-transaction and through a short transaction of their own (on SQLite the driver connection, on
-PostgreSQL a Core connection) must write the same rows; a failed short transaction rolls back
-and gives the SQLite write lock back; a lost compare-and-swap or lease writes nothing."""
+"""The writes of the hot paths (``engine.store.writes``): the same writes through a unit of work
+on the ORM session and one on the driver connection must write the same rows; a failed unit of
+work on the driver rolls back, wakes nobody and gives the SQLite write lock back; a lost
+compare-and-swap or lease writes nothing."""
 from __future__ import annotations
 
 from collections import Counter
@@ -11,20 +11,27 @@ from sqlalchemy import select, update
 
 from engine.jobs.kinds import START
 from engine.store import writes
-from engine.store.db import db, sqlite_write
+from engine.store.db import db
+from engine.store.driver import DriverTransaction, Statement
 from engine.store.models import Instance, InstanceSteps, Job
+from engine.store.unit_of_work import Units
 from tests.unit.conftest import deploy_for_new_tenant
+
+
+def on_driver(wakers=None, *, single_write: bool = False):
+    """A unit of work on the driver connection, as the webhook door, a claim and a plain save run."""
+    return Units(wakers, engine=db.engine).begin("test", on_driver=True, single_write=single_write)
 
 VARIABLES = {"amount": 60, "text": "é ✓", "none": None, "nested": {"list": [1, 2.5, True]}}
 
 
 @pytest.fixture
-def definition(app):
+def definition(app, uow):
     with app.app_context():
-        tenant_id, deployed = deploy_for_new_tenant("webhook_order.bpmn")
-        db.session.rollback()  # no transaction (nor SQLite write lock) held by this thread
+        tenant_id, deployed = deploy_for_new_tenant(uow, "webhook_order.bpmn")
+        uow.rollback()  # no transaction (nor SQLite write lock) held by this thread
         yield tenant_id, deployed["definition_id"]
-        db.session.rollback()
+        uow.rollback()
         db.session.remove()
 
 
@@ -43,13 +50,13 @@ def _comparable(instance: dict, job: dict) -> tuple[dict, dict]:
     return instance, job
 
 
-def test_a_short_transaction_writes_the_rows_the_session_writes(definition):
+def test_a_unit_of_work_on_the_driver_writes_the_rows_the_session_writes(definition, uow):
     tenant_id, definition_id = definition
     woken = []
-    with writes.short_transaction(db.engine, woken.append) as executor:
-        short = writes.create_instance(executor, tenant_id, definition_id, VARIABLES, START)
-    session = writes.create_instance(writes.SessionExecutor(), tenant_id, definition_id, VARIABLES, START)
-    db.session.commit()
+    with on_driver(woken.append) as driver:
+        short = writes.create_instance(driver, tenant_id, definition_id, VARIABLES, START)
+    session = writes.create_instance(uow, tenant_id, definition_id, VARIABLES, START)
+    uow.commit()
 
     assert woken == [Counter({START: 1})]  # after the commit, once
     short_instance, short_job = _rows(short)
@@ -58,94 +65,91 @@ def test_a_short_transaction_writes_the_rows_the_session_writes(definition):
     assert _comparable(*_rows(short)) == _comparable(*_rows(session))
 
 
-def test_a_failed_short_transaction_writes_nothing_and_wakes_nobody(definition):
+def test_a_failed_unit_of_work_on_the_driver_writes_nothing_and_wakes_nobody(definition, uow):
     tenant_id, definition_id = definition
-    before = db.session.execute(select(Instance.id)).all()
-    db.session.rollback()
+    before = uow.session.execute(select(Instance.id)).all()
+    uow.rollback()
     woken = []
     with pytest.raises(ZeroDivisionError):
-        with writes.short_transaction(db.engine, woken.append) as executor:
-            writes.create_instance(executor, tenant_id, definition_id, VARIABLES, START)
+        with on_driver(woken.append) as driver:
+            writes.create_instance(driver, tenant_id, definition_id, VARIABLES, START)
             1 / 0
     assert woken == []
-    assert db.session.execute(select(Instance.id)).all() == before
-    db.session.rollback()
+    assert uow.session.execute(select(Instance.id)).all() == before
+    uow.rollback()
     # The write lock is free again (a held one would make this wait BUSY_TIMEOUT_S, then fail).
-    with writes.short_transaction(db.engine, None) as executor:
-        writes.create_instance(executor, tenant_id, definition_id, VARIABLES, START)
+    with on_driver() as driver:
+        writes.create_instance(driver, tenant_id, definition_id, VARIABLES, START)
 
 
-def test_the_sqlite_driver_connection_rolls_back_and_releases_the_lock(definition, backend):
-    if backend != "sqlite":  # the driver-level transaction is SQLite's alone
-        with pytest.raises(RuntimeError, match="needs a SQLite engine"):
-            with sqlite_write(db.engine):
-                pass
-        return
+def test_a_failed_driver_transaction_rolls_back_and_releases_the_lock(definition, uow):
+    transaction = DriverTransaction(db.engine)
     with pytest.raises(Exception):
-        with sqlite_write(db.engine) as connection:
-            connection.execute("INSERT INTO no_such_table VALUES (1)")
+        transaction.run(Statement(select(Job.id).where(Job.id == 1), writes=False), {})  # fine
+        transaction.execute("INSERT INTO no_such_table VALUES (1)")
+    transaction.rollback()
     # The lock is free again: the ORM's own transactions still write (a held lock would make this
     # wait BUSY_TIMEOUT_S, then fail).
     tenant_id, definition_id = definition
-    assert writes.create_instance(writes.SessionExecutor(), tenant_id, definition_id, {}, START) > 0
-    db.session.commit()
+    assert writes.create_instance(uow, tenant_id, definition_id, {}, START) > 0
+    uow.commit()
 
 
-def test_a_save_on_a_moved_revision_is_lost_and_writes_nothing(definition):
+def test_a_save_on_a_moved_revision_is_lost_and_writes_nothing(definition, uow):
     tenant_id, definition_id = definition
-    instance_id = writes.create_instance(writes.SessionExecutor(), tenant_id, definition_id, {}, START)
-    db.session.execute(update(Instance).where(Instance.id == instance_id).values(revision=3))
-    db.session.commit()
+    instance_id = writes.create_instance(uow, tenant_id, definition_id, {}, START)
+    uow.session.execute(update(Instance).where(Instance.id == instance_id).values(revision=3))
+    uow.commit()
     with pytest.raises(writes.Lost):
-        with writes.short_transaction(db.engine, None) as executor:
-            writes.save_instance(executor, instance_id, 2, {
+        with on_driver() as driver:
+            writes.save_instance(driver, instance_id, 2, {
                 "status": "completed", "state": None, "variables": {"x": 1}, "waiting_for": [], "output_keys": None,
                 "error": None, "revision": 3, "called_definitions": None, "completed_at": None})
-    assert db.session.get(Instance, instance_id).status == "running"
-    db.session.rollback()
+    assert uow.session.get(Instance, instance_id).status == "running"
+    uow.rollback()
 
 
-def test_finishing_a_job_leased_to_another_worker_is_lost(definition):
+def test_finishing_a_job_leased_to_another_worker_is_lost(definition, uow):
     tenant_id, definition_id = definition
-    instance_id = writes.create_instance(writes.SessionExecutor(), tenant_id, definition_id, {}, START)
-    db.session.execute(update(Job).where(Job.instance_id == instance_id).values(locked_by="other"))
-    db.session.commit()
-    job_id = db.session.execute(select(Job.id).where(Job.instance_id == instance_id)).scalar_one()
-    db.session.rollback()
+    instance_id = writes.create_instance(uow, tenant_id, definition_id, {}, START)
+    uow.session.execute(update(Job).where(Job.instance_id == instance_id).values(locked_by="other"))
+    uow.commit()
+    job_id = uow.session.execute(select(Job.id).where(Job.instance_id == instance_id)).scalar_one()
+    uow.rollback()
     with pytest.raises(writes.Lost):
-        with writes.short_transaction(db.engine, None) as executor:
-            writes.finish_job(executor, job_id, "me", instance_id)
-    assert db.session.get(Job, job_id) is not None
-    db.session.rollback()
+        with on_driver() as driver:
+            writes.finish_job(driver, job_id, "me", instance_id)
+    assert uow.session.get(Job, job_id) is not None
+    uow.rollback()
 
 
-def test_finishing_a_job_wakes_for_the_instance_job_it_held_back(definition):
+def test_finishing_a_job_wakes_for_the_instance_job_it_held_back(definition, uow):
     tenant_id, definition_id = definition
-    instance_id = writes.create_instance(writes.SessionExecutor(), tenant_id, definition_id, {}, START)
-    writes.add_job(writes.SessionExecutor(), tenant_id, "message", instance_id=instance_id)
-    db.session.execute(update(Job).where(Job.instance_id == instance_id, Job.kind == START).values(locked_by="me"))
-    db.session.commit()
-    job_id = db.session.execute(select(Job.id).where(Job.instance_id == instance_id, Job.kind == START)).scalar_one()
-    db.session.rollback()
+    instance_id = writes.create_instance(uow, tenant_id, definition_id, {}, START)
+    writes.add_job(uow, tenant_id, "message", instance_id=instance_id)
+    uow.session.execute(update(Job).where(Job.instance_id == instance_id, Job.kind == START).values(locked_by="me"))
+    uow.commit()
+    job_id = uow.session.execute(select(Job.id).where(Job.instance_id == instance_id, Job.kind == START)).scalar_one()
+    uow.rollback()
     woken = []
-    with writes.short_transaction(db.engine, woken.append) as executor:
-        writes.finish_job(executor, job_id, "me", instance_id)
+    with on_driver(woken.append) as driver:
+        writes.finish_job(driver, job_id, "me", instance_id)
     assert woken == [Counter({"message": 1})]
 
 
-def test_path_steps_are_the_same_rows_through_either_executor(definition):
+def test_path_steps_are_the_same_rows_through_either_backing(definition, uow):
     tenant_id, definition_id = definition
     steps = [[1795511533.8099885, "big_loop", "wait", "again", 64], [1795511533.81, "big_loop", "count", None, 256]]
-    with writes.short_transaction(db.engine, None) as executor:
-        instance_id = writes.create_instance(executor, tenant_id, definition_id, {}, START)
-        writes.add_path_steps(executor, tenant_id, instance_id, steps)
-        writes.add_path_steps(executor, tenant_id, instance_id, [])  # nothing pruned: no row
-    writes.add_path_steps(writes.SessionExecutor(), tenant_id, instance_id, steps)
-    db.session.commit()
+    with on_driver() as driver:
+        instance_id = writes.create_instance(driver, tenant_id, definition_id, {}, START)
+        writes.add_path_steps(driver, tenant_id, instance_id, steps)
+        writes.add_path_steps(driver, tenant_id, instance_id, [])  # nothing pruned: no row
+    writes.add_path_steps(uow, tenant_id, instance_id, steps)
+    uow.commit()
 
-    rows = db.session.execute(select(InstanceSteps.__table__).where(InstanceSteps.instance_id == instance_id)
+    rows = uow.session.execute(select(InstanceSteps.__table__).where(InstanceSteps.instance_id == instance_id)
                               .order_by(InstanceSteps.id)).all()
-    db.session.rollback()
+    uow.rollback()
     assert len(rows) == 2
     assert [{k: v for k, v in row._asdict().items() if k != "id"} for row in rows] == \
         [{"tenant_id": tenant_id, "instance_id": instance_id, "steps": steps}] * 2
@@ -153,12 +157,10 @@ def test_path_steps_are_the_same_rows_through_either_executor(definition):
 
 # -- PostgreSQL's single statements against the general path's statements -------------------------
 
-class _GeneralPath(writes.SessionExecutor):
-    """The session's executor made to run the general path (one statement per row, as on SQLite)."""
-
-    def __init__(self):
-        super().__init__()
-        self.postgres = False
+def general_path(uow):
+    """The unit of work made to run the general path (one statement per row, as on SQLite)."""
+    uow.postgres = False
+    return uow
 
 
 SAVED = {"status": "completed", "state": '{"x": 1}', "variables": {"amount": 60, "total": 120},
@@ -166,40 +168,40 @@ SAVED = {"status": "completed", "state": '{"x": 1}', "variables": {"amount": 60,
          "called_definitions": {"sub": 3}, "completed_at": None}
 
 
-def _leased_start(tenant_id: int, definition_id: int, worker: str = "me") -> tuple[int, int]:
-    instance_id = writes.create_instance(writes.SessionExecutor(), tenant_id, definition_id, VARIABLES, START)
-    db.session.execute(update(Job).where(Job.instance_id == instance_id).values(locked_by=worker))
-    job_id = db.session.execute(select(Job.id).where(Job.instance_id == instance_id)).scalar_one()
-    db.session.commit()
+def _leased_start(uow, tenant_id: int, definition_id: int, worker: str = "me") -> tuple[int, int]:
+    instance_id = writes.create_instance(uow, tenant_id, definition_id, VARIABLES, START)
+    uow.session.execute(update(Job).where(Job.instance_id == instance_id).values(locked_by=worker))
+    job_id = uow.session.execute(select(Job.id).where(Job.instance_id == instance_id)).scalar_one()
+    uow.commit()
     return instance_id, job_id
 
 
-def test_the_single_statement_start_writes_the_rows_of_the_general_path(definition, backend):
+def test_the_single_statement_start_writes_the_rows_of_the_general_path(definition, backend, uow):
     tenant_id, definition_id = definition
-    with writes.short_transaction(db.engine, None, single_write=True) as executor:
-        single = writes.create_instance(executor, tenant_id, definition_id, VARIABLES, START,
+    with on_driver(single_write=True) as driver:
+        single = writes.create_instance(driver, tenant_id, definition_id, VARIABLES, START,
                                         {"start_event": "s1"})
-    general = writes.create_instance(_GeneralPath(), tenant_id, definition_id, VARIABLES, START,
+    general = writes.create_instance(general_path(uow), tenant_id, definition_id, VARIABLES, START,
                                      {"start_event": "s1"})
-    db.session.commit()
+    uow.commit()
     assert _comparable(*_rows(single)) == _comparable(*_rows(general))
     instance, job = _rows(single)
     assert job["instance_id"] == instance["id"] == single and job["payload"]["start_event"] == "s1"
     assert instance["started_at"] <= job["run_at"] and job["attempts"] == 0 and job["locked_by"] is None
 
 
-def test_the_single_statement_save_writes_the_rows_of_the_general_path(definition, backend):
+def test_the_single_statement_save_writes_the_rows_of_the_general_path(definition, backend, uow):
     tenant_id, definition_id = definition
-    (single, single_job), (general, general_job) = (_leased_start(tenant_id, definition_id) for _ in range(2))
-    with writes.short_transaction(db.engine, None, single_write=True) as executor:
-        writes.save_advance(executor, single, 0, SAVED, single_job, "me")
-    writes.save_advance(_GeneralPath(), general, 0, SAVED, general_job, "me")
-    db.session.commit()
+    (single, single_job), (general, general_job) = (_leased_start(uow, tenant_id, definition_id) for _ in range(2))
+    with on_driver(single_write=True) as driver:
+        writes.save_advance(driver, single, 0, SAVED, single_job, "me")
+    writes.save_advance(general_path(uow), general, 0, SAVED, general_job, "me")
+    uow.commit()
 
     def saved(instance_id):
-        row = db.session.execute(select(Instance.__table__).where(Instance.id == instance_id)).one()._asdict()
-        jobs_left = db.session.execute(select(Job.id).where(Job.instance_id == instance_id)).all()
-        db.session.rollback()
+        row = uow.session.execute(select(Instance.__table__).where(Instance.id == instance_id)).one()._asdict()
+        jobs_left = uow.session.execute(select(Job.id).where(Job.instance_id == instance_id)).all()
+        uow.rollback()
         assert row.pop("id") and row.pop("started_at")
         return row, jobs_left
 
@@ -208,42 +210,42 @@ def test_the_single_statement_save_writes_the_rows_of_the_general_path(definitio
 
 
 @pytest.mark.parametrize("path", ["single", "general"])
-def test_a_save_whose_lease_or_revision_is_lost_writes_nothing(definition, path):
+def test_a_save_whose_lease_or_revision_is_lost_writes_nothing(definition, path, uow):
     tenant_id, definition_id = definition
-    (stolen, stolen_job), (moved, moved_job) = (_leased_start(tenant_id, definition_id) for _ in range(2))
-    db.session.execute(update(Job).where(Job.id == stolen_job).values(locked_by="another worker"))
-    db.session.execute(update(Instance).where(Instance.id == moved).values(revision=5))
-    db.session.commit()
+    (stolen, stolen_job), (moved, moved_job) = (_leased_start(uow, tenant_id, definition_id) for _ in range(2))
+    uow.session.execute(update(Job).where(Job.id == stolen_job).values(locked_by="another worker"))
+    uow.session.execute(update(Instance).where(Instance.id == moved).values(revision=5))
+    uow.commit()
     for instance_id, job_id in ((stolen, stolen_job), (moved, moved_job)):
         with pytest.raises(writes.Lost):
             if path == "single":
-                with writes.short_transaction(db.engine, None, single_write=True) as executor:
-                    writes.save_advance(executor, instance_id, 0, SAVED, job_id, "me")
+                with on_driver(single_write=True) as driver:
+                    writes.save_advance(driver, instance_id, 0, SAVED, job_id, "me")
             else:
-                writes.save_advance(_GeneralPath(), instance_id, 0, SAVED, job_id, "me")
-        db.session.rollback()
+                writes.save_advance(general_path(uow), instance_id, 0, SAVED, job_id, "me")
+        uow.rollback()
         # Neither the instance nor the job changed: the job's effect will be applied exactly once.
-        assert db.session.get(Instance, instance_id).status == "running"
-        assert db.session.get(Job, job_id) is not None
-        db.session.rollback()
+        assert uow.session.get(Instance, instance_id).status == "running"
+        assert uow.session.get(Job, job_id) is not None
+        uow.rollback()
 
 
-def test_a_save_wakes_for_the_instance_job_it_held_back(definition):
+def test_a_save_wakes_for_the_instance_job_it_held_back(definition, uow):
     tenant_id, definition_id = definition
-    instance_id, job_id = _leased_start(tenant_id, definition_id)
-    writes.add_job(writes.SessionExecutor(), tenant_id, "message", instance_id=instance_id)
-    db.session.commit()
+    instance_id, job_id = _leased_start(uow, tenant_id, definition_id)
+    writes.add_job(uow, tenant_id, "message", instance_id=instance_id)
+    uow.commit()
     woken = []
-    with writes.short_transaction(db.engine, woken.append, single_write=True) as executor:
-        writes.save_advance(executor, instance_id, 0, {**SAVED, "status": "running"}, job_id, "me")
+    with on_driver(woken.append, single_write=True) as driver:
+        writes.save_advance(driver, instance_id, 0, {**SAVED, "status": "running"}, job_id, "me")
     assert woken == [Counter({"message": 1})]
 
 
-def test_a_single_write_transaction_refuses_a_second_write(definition, backend):
+def test_a_single_write_transaction_refuses_a_second_write(definition, backend, uow):
     tenant_id, definition_id = definition
     if backend != "postgresql":  # SQLite runs every short transaction in BEGIN IMMEDIATE
         return
     with pytest.raises(RuntimeError, match="second write"):
-        with writes.short_transaction(db.engine, None, single_write=True) as executor:
-            writes.create_instance(executor, tenant_id, definition_id, {}, START)
-            writes.add_job(executor, tenant_id, "message")
+        with on_driver(single_write=True) as driver:
+            writes.create_instance(driver, tenant_id, definition_id, {}, START)
+            writes.add_job(driver, tenant_id, "message")

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.chat.messengers import TYPES, messenger
 from engine.chat.messengers.connection import quote, require_public_https, webhook_url
-from engine.chat.messengers.inbound import Attachment, as_id, as_int, header, same_secret
+from engine.chat.messengers.items import Attachment, as_id, as_int, header, same_secret
 from engine.chat.messengers.sending import split_text, utf16_length
 from engine.errors import InvalidParamsError
 
@@ -83,8 +82,3 @@ def test_a_quoted_messenger_error_never_shows_a_secret_and_stays_short():
     assert quote("a\n  b") == "a b"
     assert len(quote("x" * 1000)) == 300
 
-
-def test_every_messenger_type_has_a_protocol_module():
-    assert [messenger(t).SETTINGS.channel_type for t in TYPES] == list(TYPES)
-    with pytest.raises(KeyError):
-        messenger("webchat")

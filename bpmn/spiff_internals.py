@@ -1,0 +1,134 @@
+"""The private parts of SpiffWorkflow 3.2 that Baton relies on, in one place.
+
+A task's links and stored event value, the re-evaluation of a task, the serializer's encoder mode
+and the layout of a serialized workflow are not SpiffWorkflow's public API, and Baton's converter
+of spec-less states copies two of its methods. Every use goes through this module;
+tests/unit/bpmn/test_spiff_internals.py holds each to what Baton assumes (and pins the source of
+what is copied), so an upgrade that changes one fails there, naming it, instead of an instance
+failing somewhere deep. Task specs that override SpiffWorkflow's ``_*_hook`` methods are held by
+the same test (each overridden name must still exist on the SpiffWorkflow base).
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+from uuid import UUID
+
+from SpiffWorkflow.bpmn.serializer.default.workflow import BpmnWorkflowConverter, WorkflowConverter
+from SpiffWorkflow.bpmn.specs.control import _EndJoin
+
+# The join that ends a (sub)process: every token must reach it (bpmn.scopes.ScopeEndJoin).
+EndJoin = _EndJoin
+
+
+# --- a task's links, as ids: no lookup in the workflow's task map ----------------------------------
+
+def parent_id(task) -> UUID | None:
+    return task._parent
+
+
+def child_ids(task) -> list[UUID]:
+    return task._children
+
+
+def set_parent_id(task, parent: UUID | None) -> None:
+    task._parent = parent
+
+
+def set_child_ids(task, children: list[UUID]) -> None:
+    task._children = children
+
+
+# --- what SpiffWorkflow keeps in a task's internal data -------------------------------------------
+
+EVENT_VALUE = "event_value"  # a timer's due time, duration or cycle, as its event definition keeps it
+
+
+def event_value(task) -> Any:
+    return task.internal_data.get(EVENT_VALUE)
+
+
+def set_event_value(task, value: Any) -> None:
+    task.internal_data[EVENT_VALUE] = value
+
+
+def end_cycle(task) -> None:
+    """A cycle timer with no cycle left: its value goes and its event counts as fired, as
+    SpiffWorkflow's ``CycleTimerEventDefinition.cycle_complete`` leaves it (bpmn.cron copies it)."""
+    task.internal_data.pop(EVENT_VALUE, None)
+    task.internal_data["event_fired"] = True
+
+
+# --- stepping ---------------------------------------------------------------------------------------
+
+def update(task) -> None:
+    """Let the task's spec react to a change (an event caught): what SpiffWorkflow runs for a task
+    when its predecessor completes; a caught boundary or start event becomes ready."""
+    task.task_spec._update(task)
+
+
+def inherit_data(task) -> None:
+    """Merge the parent's data into the task's, as SpiffWorkflow does when the task becomes ready."""
+    task._inherit_data()
+
+
+# --- serializing ------------------------------------------------------------------------------------
+
+@contextmanager
+def encoder_mode(registry) -> Iterator[None]:
+    """``registry.convert`` as ``serialize_json`` runs it: data values stay Python objects (a JSON
+    encoder's ``default`` converts them at the end) instead of being copied into dicts first."""
+    registry._encoder_mode = True
+    try:
+        yield
+    finally:
+        registry._encoder_mode = False
+
+
+# The keys of a serialized (sub)workflow and task that hold process data (values of any type the
+# registry knows); every other key is SpiffWorkflow's own bookkeeping of str, int, float, bool,
+# None and lists of str. The top workflow alone has "subprocesses" and "bpmn_events".
+WORKFLOW_DATA_KEYS = ("data", "correlations")
+TASK_DATA_KEYS = ("internal_data", "data", "delta")
+WORKFLOW_KEYS = {"data", "correlations", "last_task", "success", "completed", "tasks", "root"}
+SUBPROCESS_KEYS = WORKFLOW_KEYS | {"parent_task_id", "spec"}
+TASK_KEYS = {"id", "parent", "children", "last_state_change", "state", "task_spec", "triggered",
+             "internal_data", "data", "delta"}
+
+
+def data_slots(state: dict[str, Any]) -> Iterator[tuple[dict[str, Any], str]]:
+    """Where a serialized workflow (``SpeclessWorkflowConverter.to_dict``'s dict) holds process
+    data, as (dict, key): the workflow's and each subprocess's data and correlations, each task's
+    data, data delta and internal data, and the events the workflow threw. The dicts are the
+    converters' own, made for this serialization; the values may be the workflow's."""
+    yield state, "bpmn_events"
+    for workflow in (state, *state["subprocesses"].values()):
+        for key in WORKFLOW_DATA_KEYS:
+            yield workflow, key
+        for task in workflow["tasks"].values():
+            for key in TASK_DATA_KEYS:
+                yield task, key
+
+
+class SpeclessWorkflowConverter(BpmnWorkflowConverter):
+    """The top workflow without ``spec``/``subprocess_specs``; they are handed back on restore.
+    Both methods are SpiffWorkflow's own (``BpmnWorkflowConverter``), changed as they say."""
+
+    def to_dict(self, workflow):
+        # Minus the two spec entries (converting them is the cost).
+        dct = WorkflowConverter.to_dict(self, workflow)
+        dct["subprocesses"] = self.mapping_to_dict(workflow.subprocesses)
+        dct["bpmn_events"] = self.registry.convert(workflow.bpmn_events)
+        return dct
+
+    def from_dict(self, dct, spec=None, subprocess_specs=None, script_engine=None):
+        # With the cached spec objects handed in, and the workflow built around the caller's
+        # script engine: the parent builds it without one, and BpmnWorkflow then makes
+        # SpiffWorkflow's default engine (eval/exec with full builtins). The caller checks both.
+        workflow = self.target_class(spec, subprocess_specs or {}, script_engine=script_engine, deserializing=True)
+        workflow.tasks = self.mapping_from_dict(dct["tasks"], UUID, workflow=workflow)
+        workflow.task_tree = workflow.tasks.get(UUID(dct["root"]))
+        self.set_default_attributes(workflow, dct)
+        self.subprocesses_from_dict(dct["subprocesses"], workflow)
+        workflow.bpmn_events = self.registry.restore(dct.get("bpmn_events", []))
+        return workflow

@@ -1,0 +1,206 @@
+"""Viber's REST Bot API (https://developers.viber.com/docs/api/rest-bot-api/): connecting a bot,
+verifying its callbacks (parsed in ``callbacks``), sending replies and reading Viber's answers.
+
+Followed: every call is a POST with ``X-Viber-Auth-Token``; answers are HTTP 200 with ``status`` (0 =
+ok) and ``status_message``; ``get_account_info``; ``set_webhook`` (``url``, ``event_types``,
+``send_name``) during which Viber POSTs event ``webhook`` to the URL and registers it only if that
+answers 200; ``set_webhook`` with an empty ``url`` removes it; callbacks are signed with
+``X-Viber-Content-Signature`` = hex HMAC-SHA256 of the body keyed with the auth token; ``send_message``
+(``receiver``, ``type`` text of at most 7000 characters, ``sender.name`` of at most 28, a ``keyboard``
+whose reply buttons send their ``ActionBody`` back as text, ``Text`` of at most 250 characters,
+``tracking_data`` of at most 4000 characters returned with the user's reply).
+"""
+from __future__ import annotations
+
+import html
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engine.chat.messengers.connection import Connection, call, quote, refused, unavailable, webhook_url
+from engine.chat.messengers.items import InboundItem, as_id, as_int, as_text, header, hmac_sha256_hex, same_secret
+from engine.chat.messengers.protocol import Addressed, InboundCall, Messenger
+from engine.chat.messengers.sending import (DEAD, RETRY, SENT, Button, HttpRequest, OutboundCall, SendOutcome,
+                                            answer_object, common_button_refusals, refuse_buttons, require_text,
+                                            split_text)
+from engine.chat.messengers.settings import SettingsSpec, text_setting, token_setting
+from engine.chat.messengers.viber import callbacks
+from engine.errors import MessengerUnavailableError
+from engine.outbound import OutboundHttp, OutboundResponse
+
+DEFAULT_API_URL = "https://chatapi.viber.com/pa"
+WEBHOOK_PATH = "/channels/viber/inbound"
+CHANNEL_QUERY = "channel"          # the webhook URL's ?channel=<key> finds the channel (Viber's body does not)
+AUTH_HEADER = "X-Viber-Auth-Token"
+SIGNATURE_HEADER = callbacks.SIGNATURE_HEADER
+TEXT_LIMIT = 7000
+BUTTON_TEXT_MAX = 250
+TRACKING_DATA_MAX = 4000
+KEYBOARD_MIN_API_VERSION = 3       # Viber's keyboard docs: API level 3 (Viber 7.6+) covers every parameter sent
+EVENT_TYPES = ("delivered", "seen", "failed", "subscribed", "unsubscribed", "conversation_started")
+
+# status -> can a message sent again ever succeed? (Viber's error codes, 0 = ok)
+_DEAD_STATUSES = {3: "badData", 4: "missingData", 5: "receiverNotRegistered", 6: "receiverNotSubscribed",
+                  11: "receiverNoSuitableDevice", 13: "apiVersionNotSupported", 14: "incompatibleWithVersion",
+                  16: "inchatReplyMessageNotAllowed", 17: "publicAccountIsNotInline", 18: "noPublicChat",
+                  19: "cannotSendBroadcast", 20: "broadcastNotAllowed"}
+_ACCOUNT_STATUSES = (2, 7, 8, 9, 15)   # invalidAuthToken, blocked, not found, suspended, not authorized
+
+
+def new_channel_key() -> str:
+    """A fresh lookup key for the webhook URL (``?channel=<key>``): not a secret, the signature is."""
+    return secrets.token_hex(8)
+
+
+def channel_key(query: Mapping[str, str]) -> str | None:
+    key = query.get(CHANNEL_QUERY)
+    return key if isinstance(key, str) and 0 < len(key) <= 64 and key.isalnum() else None
+
+
+class Viber(Messenger):
+    """A Viber bot: the webhook URL names its channel, its auth token signs the callbacks."""
+
+    type = "viber"
+    name = "Viber"
+    settings_spec = SettingsSpec("viber", (
+        token_setting("auth_token", "the bot's authentication token from Viber (Settings > Bots > Edit Info > "
+                                    "Your app key)", max_length=200),
+        text_setting("sender_name", "the sender name shown on replies, at most 28 characters", max_length=28),
+    ))
+
+    # --- connect --------------------------------------------------------------------------------------
+
+    def connect(self, http: OutboundHttp, settings: Mapping[str, Any], public_url: str, *,
+                api_url: str = DEFAULT_API_URL) -> Connection:
+        """Check the token (``get_account_info``), then register the webhook (``set_webhook`` with the
+        events Baton handles) on a URL naming a new channel key. Baton's inbound endpoint must answer
+        Viber's ``webhook`` check with 200 while this runs (``answers_at_once``), before the channel
+        is stored."""
+        token = self.settings_spec.check(settings)["auth_token"]
+        info = _call(http, api_url, token, "get_account_info", {})
+        key = new_channel_key()
+        url = webhook_url(public_url, WEBHOOK_PATH, **{CHANNEL_QUERY: key})
+        _call(http, api_url, token, "set_webhook",
+              {"url": url, "event_types": list(EVENT_TYPES), "send_name": True, "send_photo": False},
+              what=f"the webhook URL {url}", param="webhook_url")
+        uri = as_text(info.get("uri"))
+        return Connection(bot_id=as_id(info.get("id")) or "", bot_name=as_text(info.get("name")) or "",
+                          webhook_url=url, inbound_key=key, details={"bot_uri": uri} if uri else {})
+
+    def disconnect(self, http: OutboundHttp, settings: Mapping[str, Any], *, api_url: str = DEFAULT_API_URL) -> None:
+        """Remove the webhook (``set_webhook`` with an empty ``url``)."""
+        _call(http, api_url, self.settings_spec.check(settings)["auth_token"], "set_webhook", {"url": ""})
+
+    def registered_webhook(self, http: OutboundHttp, settings: Mapping[str, Any], *,
+                           api_url: str = DEFAULT_API_URL) -> str | None:
+        """The URL Viber calls now (``get_account_info``'s ``webhook``)."""
+        info = _call(http, api_url, self.settings_spec.check(settings)["auth_token"], "get_account_info", {})
+        return as_text(info.get("webhook")) or None
+
+    # --- inbound --------------------------------------------------------------------------------------
+
+    def answers_at_once(self, call: InboundCall) -> bool:
+        """Viber's check during ``set_webhook``: answered 200 at once, even before the channel exists."""
+        return callbacks.is_webhook_check(call.body)
+
+    def addressed(self, call: InboundCall) -> Addressed:
+        """The channel the URL's ``?channel=`` names."""
+        key = channel_key(call.query)
+        return Addressed((key,) if key else ())
+
+    def verifying_secret(self, settings: Mapping[str, Any], webhook_secret: str | None) -> str | None:
+        return settings.get("auth_token")
+
+    def verify(self, call: InboundCall, secret: str) -> bool:
+        """True when ``X-Viber-Content-Signature`` is the HMAC of these exact bytes keyed with the auth
+        token (constant time)."""
+        given = header(call.headers, SIGNATURE_HEADER)
+        return same_secret(given.lower() if given else None, hmac_sha256_hex(secret, call.body))
+
+    def parse(self, body: bytes) -> list[InboundItem]:
+        """One callback as inbound items; BadRequestError when it is not a Viber callback."""
+        return callbacks.parse(body)
+
+    # --- outbound -------------------------------------------------------------------------------------
+
+    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = ()) -> list[OutboundCall]:
+        """``send_message`` calls for one reply: parts of at most 7000 characters cut at whitespace; the
+        keyboard (one reply button per row) goes with the last part, with ``tracking_data`` mapping each
+        title to its id (a pressed button comes back as its title) and ``min_api_version``."""
+        refuse_buttons(self.name, self.button_refusals(buttons))
+        parts = split_text(require_text(text, self.name), TEXT_LIMIT)
+        made = [OutboundCall("send_message", {"receiver": chat_id, "type": "text", "text": part}) for part in parts]
+        if buttons:
+            made[-1].payload.update({
+                "min_api_version": KEYBOARD_MIN_API_VERSION,
+                "tracking_data": callbacks.button_tracking_data(buttons),
+                "keyboard": {"Type": "keyboard", "DefaultHeight": False, "Buttons": [
+                    {"Columns": 6, "Rows": 1, "ActionType": "reply", "ActionBody": button.title,
+                     "Text": html.escape(button.title), "TextSize": "regular"} for button in buttons]}})
+        return made
+
+    def request(self, settings: Mapping[str, Any], outbound: OutboundCall, *,
+                api_url: str = DEFAULT_API_URL) -> HttpRequest:
+        """The HTTP request for a stored call, with the channel's current token and sender name."""
+        checked = self.settings_spec.check(settings)
+        payload = {**outbound.payload, "sender": {"name": checked["sender_name"]}}
+        return _http_request(api_url, checked["auth_token"], outbound.method, payload)
+
+    def classify(self, response: OutboundResponse) -> SendOutcome:
+        """Read Viber's answer from its body (Viber answers HTTP 200 even when it refuses): ``status`` 0
+        is sent; a receiver who is not subscribed, not on Viber or on a device that cannot show the
+        message, and a request Viber calls bad are dead at once; the rest (token, account, rate limit,
+        5xx) is retried."""
+        answer = _answer_of(response)
+        if answer is None:
+            return SendOutcome(RETRY, reason=f"{self.name} answered HTTP {response.status} without a REST API answer.")
+        status = answer["status"]
+        if status == 0:
+            return SendOutcome(SENT, message_id=as_id(answer.get("message_token")))
+        reason = quote(f"{answer.get('status_message') or _DEAD_STATUSES.get(status, 'error')} (status {status})")
+        return SendOutcome(DEAD if status in _DEAD_STATUSES else RETRY, reason=reason)
+
+    def button_refusals(self, buttons: Sequence[Button]) -> list[str]:
+        """What Viber cannot carry (refused at deploy): the common rules, a title over 250 characters,
+        and more buttons than ``tracking_data`` (4000 characters) can map back to their ids."""
+        refusals = common_button_refusals(buttons)
+        for button in buttons:
+            if isinstance(button.title, str) and len(html.escape(button.title)) > BUTTON_TEXT_MAX:
+                refusals.append(f"Button title '{button.title[:40]}...' is longer than Viber's {BUTTON_TEXT_MAX} "
+                                "characters.")
+        if not refusals and len(callbacks.button_tracking_data(buttons)) > TRACKING_DATA_MAX:
+            refusals.append(f"The buttons' titles and ids together are too long for Viber: they must fit in "
+                            f"{TRACKING_DATA_MAX} characters of tracking data.")
+        return refusals
+
+
+def _call(http: OutboundHttp, api_url: str, token: str, method: str, payload: dict[str, Any], *,
+          what: str = "the auth_token", param: str = "settings.auth_token") -> dict[str, Any]:
+    response = call(http, Viber.name, _http_request(api_url, token, method, payload))
+    answer = _answer_of(response)
+    if answer is None:
+        raise unavailable(Viber.name, response)
+    status = answer["status"]
+    if status == 0:
+        return answer
+    if status == 12:
+        raise MessengerUnavailableError(f"{Viber.name} refuses calls for a while (tooManyRequests); nothing was "
+                                        "changed, try again later.")
+    if status in _ACCOUNT_STATUSES:
+        what, param = "the auth_token", "settings.auth_token"
+    raise refused(Viber.name, param, what, f"{answer.get('status_message')} (status {status})", [token])
+
+
+def _http_request(api_url: str, token: str, method: str, payload: dict[str, Any]) -> HttpRequest:
+    return HttpRequest("POST", f"{api_url.rstrip('/')}/{method}",
+                       {AUTH_HEADER: token, "Content-Type": "application/json"},
+                       json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+
+
+def _answer_of(response: OutboundResponse) -> dict[str, Any] | None:
+    """A REST API answer (HTTP 200, an object with an integer ``status``), else None."""
+    answer = answer_object(response) if response.status == 200 else None
+    if answer is None or as_int(answer.get("status")) is None:
+        return None
+    return {**answer, "status": as_int(answer["status"])}
