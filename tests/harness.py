@@ -279,3 +279,17 @@ def claim_jobs(units, worker_id: str, lease_seconds: float, limit: int = 1) -> l
     with units.begin("claim", on_driver=True, single_write=True) as uow:
         return jobs.claim(uow, worker_id, lease_seconds, limit=limit)
 
+
+def scheduled_timer_starts(database_url: str, code: str) -> list[tuple[int, int]]:
+    """``(definition_id, runs_left)`` of every ``timer_start`` job the database holds for ``code``:
+    what a schedule will still start, read where it is kept (no waiting to see nothing happen)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(sa.text("SELECT payload FROM jobs WHERE kind = 'timer_start'")).scalars().all()
+    finally:
+        engine.dispose()
+    payloads = [row if isinstance(row, dict) else __import__("json").loads(row) for row in rows]
+    return sorted((p["definition_id"], p.get("runs_left", 0)) for p in payloads if p.get("code") == code)

@@ -31,6 +31,11 @@ class Answer:
     delay_s: float = 0.0
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 64  # a burst of deliveries from a busy server is not dropped by the kernel (backlog 5)
+
+
 class Receiver:
     """``Receiver().start()``; ``answers`` are used in order, then ``default`` for every request."""
 
@@ -86,9 +91,9 @@ class Receiver:
             def log_message(self, *args):  # quiet
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        # Checked for a stop every 50 ms (the default half second made every test's teardown wait it).
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
     def stop(self) -> None:

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from tests.harness import RpcError, bpmn
+from tests.harness import RpcError, bpmn, scheduled_timer_starts
 from tests.receiver import Answer, Receiver
 
 TIMER_SLACK_S = 1.5  # a timer must fire within this of its due time (loaded 2-core machine)
@@ -143,7 +143,7 @@ def test_a_timer_date_in_the_future_waits_until_that_date_exactly(api, unique_co
     assert_fired_on_time(entry(status, "until")["due_at"], done["completed_at"])
 
 
-def test_a_timer_start_cycle_starts_exactly_its_number_of_instances_a_cycle_apart(api, unique_code):
+def test_a_timer_start_cycle_starts_exactly_its_number_of_instances_a_cycle_apart(api, unique_code, database_url):
     deployed_at = utc_now()
     definition_id = deploy(api, "rt_timer_start_cycle", unique_code)  # R2/PT1S
     deadline = time.monotonic() + 10
@@ -153,7 +153,7 @@ def test_a_timer_start_cycle_starts_exactly_its_number_of_instances_a_cycle_apar
             break
         assert time.monotonic() < deadline, f"timer start cycle R2/PT1S: {items}"
         time.sleep(0.05)
-    time.sleep(1.5)  # a third run would have been due one second after the second
+    assert scheduled_timer_starts(database_url, unique_code) == []  # R2: no third run is left to start
     items = sorted(api.call("process.list", definition_id=definition_id)["items"], key=lambda i: i["instance_id"])
     assert [i["status"] for i in items] == ["completed", "completed"], items
     # A cycle's runs are due one and two intervals after the deploy: the schedule keeps to its due
@@ -166,7 +166,7 @@ def test_a_timer_start_cycle_starts_exactly_its_number_of_instances_a_cycle_apar
         assert api.call("process.status", instance_id=item["instance_id"])["variables"] == {"reported": True}
 
 
-def test_redeploying_a_timer_start_code_replaces_the_old_versions_schedule(api, unique_code):
+def test_redeploying_a_timer_start_code_replaces_the_old_versions_schedule(api, unique_code, database_url):
     old_id = deploy(api, "rt_timer_start_cycle", unique_code, texts={">R2/PT1S<": ">R3/PT1S<"})
     deadline = time.monotonic() + 10
     while not (old_runs := api.call("process.list", definition_id=old_id)["items"]):
@@ -175,8 +175,14 @@ def test_redeploying_a_timer_start_code_replaces_the_old_versions_schedule(api, 
     new_id = deploy(api, "rt_timer_start_cycle", unique_code, texts={">R2/PT1S<": ">R1/PT1S<"})
     redeployed_after = (utc_now() - at(old_runs[0]["started_at"])).total_seconds()
     assert redeployed_after < 0.8, f"redeployed {redeployed_after:.2f}s after the first run: proves nothing"
-    # The old version's second run was due 1 s after its first: wait past it, with slack.
-    time.sleep(1.0 + TIMER_SLACK_S - redeployed_after)
+    # The old version's remaining runs are gone with the redeploy: only the new version's one is kept.
+    assert scheduled_timer_starts(database_url, unique_code) in ([(new_id, 1)], [])
+    deadline = time.monotonic() + 10
+    while not (new_runs := api.call("process.list", definition_id=new_id)["items"]):
+        assert time.monotonic() < deadline, "the new schedule (R1/PT1S) never started its run"
+        time.sleep(0.02)
+    api.wait_until_idle()
+    assert scheduled_timer_starts(database_url, unique_code) == []
     old_runs = api.call("process.list", definition_id=old_id)["items"]
     new_runs = api.call("process.list", definition_id=new_id)["items"]
     assert len(old_runs) == 1, f"the replaced schedule started more instances: {old_runs}"

@@ -18,10 +18,12 @@ from tests.conftest import make_database_url
 from tests.harness import bpmn, drop_postgres_database, unit_of_work_of
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def app(backend, tmp_path_factory):
-    """``create_app`` on a fresh SQLite or PostgreSQL database, with no worker threads: the test
-    plays the worker (``jobs.claim``, then the runner)."""
+    """``create_app`` on a fresh SQLite or PostgreSQL database, once per backend for the whole run
+    (its migrations are what cost), with no worker threads: the test plays the worker
+    (``jobs.claim``, then the runner). Tests share it: each makes its own tenant, and leaves no
+    transaction open (``_no_transaction_left``)."""
     url = make_database_url(backend, tmp_path_factory)
     application = create_app({"database_url": url, "workers": 0, "allow_private_urls": "1"})
     yield application
@@ -29,6 +31,18 @@ def app(backend, tmp_path_factory):
         db.engine.dispose()
     if backend == "postgresql":
         drop_postgres_database(url)
+
+
+@pytest.fixture(autouse=True)
+def _no_transaction_left(request):
+    """After each test that used the app, whatever it left uncommitted is rolled back and its
+    session dropped, so the next test starts from what was committed."""
+    yield
+    application = getattr(request.node, "funcargs", {}).get("app")
+    if application is not None and "sqlalchemy" in application.extensions:
+        with application.app_context():
+            db.session.rollback()
+            db.session.remove()
 
 
 @pytest.fixture

@@ -318,6 +318,7 @@ def test_a_park_and_its_predecessors_wake_up_never_miss_each_other(ctx, tenant_i
     assert [r.json()["text"] for r in receiver.requests] == ["one", "two"]
 
 
+@pytest.mark.slow  # a whole (scaled) 24-hour round of retries: `make test` runs it, `make check` does not
 def test_dead_after_the_last_attempt_stops_blocking_and_can_be_resent(ctx, tenant_id, key, receiver, make_runner, uow):
     receiver.default = Answer(500)
     # 24 h -> 8.6 s, hourly -> 0.36 s: room for at least ten attempts on a busy machine
