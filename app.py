@@ -296,6 +296,10 @@ def quiet_spiff_loggers() -> None:
     if level > logging.DEBUG:
         for name in ("spiff.task", "spiff.workflow", "spiff.data", "spiff.dmn"):
             logging.getLogger(name).setLevel(max(level, logging.INFO))
+    # And its tasks build a state change's record only when it is written (bpmn.spiff_internals).
+    from bpmn import spiff_internals
+
+    spiff_internals.log_state_changes_only_when_written()
 
 
 def create_app(config: dict | None = None) -> Flask:

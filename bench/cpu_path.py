@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import json
 import pstats
 import statistics
@@ -128,6 +129,8 @@ def run(args, url: str, workdir: Path) -> int:
     if profile is not None:  # cProfile slows the advances: the figures above are then not comparable
         pstats.Stats(profile).sort_stats("tottime").print_stats(args.cprofile)
         pstats.Stats(profile).sort_stats("cumulative").print_stats(args.cprofile)
+        if os.environ.get("BATON_PROFILE_DUMP"):
+            profile.dump_stats(os.environ["BATON_PROFILE_DUMP"])
     return 0 if set(statuses) == {"completed"} else 1
 
 

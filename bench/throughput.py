@@ -263,6 +263,44 @@ def tree_cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+def _role(pid: int) -> str:
+    """What a process of the server's tree is, from its command line."""
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return "gone"
+    if "sandbox" in command and "host" in command:
+        return "script hosts"
+    if " worker" in command:
+        return "worker processes"
+    return "server"
+
+
+def tree_cpu_by_role(pids: list[int]) -> dict[str, float]:
+    """``tree_cpu_seconds`` split by the role of each process (server, worker processes, script hosts)."""
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        pid = int(stat.parent.name)
+        children.setdefault(int(fields[1]), []).append(pid)
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / _TICK
+    by_role: dict[str, float] = {}
+    todo, seen = list(pids), set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        role = _role(pid)
+        by_role[role] = by_role.get(role, 0.0) + cpu.get(pid, 0.0)
+        todo.extend(children.get(pid, ()))
+    return by_role
+
+
 def _epoch(value) -> float:
     """A naive-UTC datetime (Baton's convention) or SQLite's text form, as a Unix time."""
     if isinstance(value, str):
@@ -370,6 +408,7 @@ def measure_end_to_end(backend: str, args, workdir: Path, log=print,
         load = Load(url, count, args.concurrency, args.max_seconds)
         pids = [server.process.pid] + [w.pid for w in workers]
         server_cpu, client_cpu = tree_cpu_seconds(pids), time.process_time()
+        roles_before = tree_cpu_by_role(pids)
         load.run()
         client_cpu = time.process_time() - client_cpu
         accepted = len(load.instance_ids)
@@ -377,6 +416,9 @@ def measure_end_to_end(backend: str, args, workdir: Path, log=print,
             raise RuntimeError(f"no webhook start was accepted: {load.errors[:3]}")
         done = wait_until_completed(database_url, after_id, accepted, args.drain_timeout)
         server_cpu = tree_cpu_seconds(pids) - server_cpu
+        roles_after = tree_cpu_by_role(pids)
+        roles = {role: round(1000 * (roles_after.get(role, 0.0) - roles_before.get(role, 0.0)) / max(1, accepted), 3)
+                 for role in sorted(set(roles_after) | set(roles_before)) if role != "gone"}
         completed = done["counts"].get("completed", 0)
         end = done["last_completed"] or done["observed_at"]
         elapsed = end - load.first_sent
@@ -405,6 +447,7 @@ def measure_end_to_end(backend: str, args, workdir: Path, log=print,
             # Baton's processes (server, workers, sandbox hosts) and this client, per instance:
             # with 2 cores the two share 2 x seconds of CPU.
             "server_cpu_ms_per_instance": round(1000 * server_cpu / max(completed, 1), 3),
+            "cpu_ms_per_instance_by_process": roles,
             "client_cpu_ms_per_instance": round(1000 * client_cpu / max(accepted, 1), 2),
             "accept_latency_ms": {"p50": round(percentile(lat, 50) * 1000, 1),
                                   "p99": round(percentile(lat, 99) * 1000, 1),
@@ -471,6 +514,10 @@ def print_process_table(name: str, entry: dict) -> None:
                   f"{result['statuses']}; HTTP errors {result['http_errors']}")
             print(f"  {backend}: CPU per instance: Baton {result['server_cpu_ms_per_instance']} ms "
                   f"(server, workers, sandbox hosts), bench client {result['client_cpu_ms_per_instance']} ms")
+            by_process = result.get("cpu_ms_per_instance_by_process") or {}
+            if by_process:
+                print(f"  {backend}: Baton's CPU per instance by process: "
+                      + ", ".join(f"{role} {ms} ms" for role, ms in by_process.items()))
 
 
 def print_summary(report: dict) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import logging
 import pkgutil
 import textwrap
 import uuid
@@ -157,6 +158,7 @@ COPIED = {
                                                "scopes.ScopeEndJoin._check_threshold_unstructured"),
     "CycleTimerEventDefinition.cycle_complete": (CycleTimerEventDefinition.cycle_complete, "eb745a102c307bb9",
                                                  "cron.CronCycleDefinition.cycle_complete"),
+    "Task._set_state": (spiff._SPIFF_SET_STATE, "6eef1b00f1029874", "spiff_internals._set_state"),
 }
 
 
@@ -196,3 +198,34 @@ def test_every_private_method_baton_overrides_still_exists_in_spiffworkflow():
                     f"{own.__module__}.{own.__qualname__}.{name} overrides nothing in SpiffWorkflow any more"
                 checked += 1
     assert checked >= 8  # _run_hook, _update_hook, _execute, _check_threshold_unstructured ...
+
+
+# --- state changes logged only when written ------------------------------------------------------------
+
+def _run_states(name: str) -> list[tuple[str, str]]:
+    specs = bpmn.load_spec(deploy.parse_definition((FIXTURES / name).read_bytes()).spec_json)
+    workflow = BpmnWorkflow(*specs)
+    workflow.do_engine_steps()
+    return sorted((task.task_spec.name, TaskState.get_name(task.state)) for task in workflow.get_tasks())
+
+
+def test_the_quiet_state_change_leaves_every_task_in_the_state_spiffworkflows_own_does(caplog):
+    spiff.state_changes_log_as_spiffworkflow_does()
+    try:
+        theirs = _run_states("wait_for_person.bpmn")
+    finally:
+        spiff.log_state_changes_only_when_written()
+    assert _run_states("wait_for_person.bpmn") == theirs
+
+
+def test_the_quiet_state_change_still_writes_the_log_when_it_is_enabled(caplog):
+    spiff.log_state_changes_only_when_written()
+    with caplog.at_level(logging.INFO, logger="spiff.task"):
+        _run_states("wait_for_person.bpmn")
+    changes = [record for record in caplog.records if record.name == "spiff.task"]
+    assert changes and all(record.getMessage().startswith("State changed to ") for record in changes)
+    assert {"task_spec", "task_id", "state", "elapsed", "parent"} <= set(vars(changes[0]))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="spiff.task"):
+        _run_states("wait_for_person.bpmn")
+    assert not [record for record in caplog.records if record.name == "spiff.task"]
