@@ -242,25 +242,7 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 def tree_cpu_seconds(pids: list[int]) -> float:
     """User+system CPU of these processes and their live descendants (Linux /proc; else 0)."""
-    children: dict[int, list[int]] = {}
-    cpu: dict[int, float] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        pid = int(stat.parent.name)
-        children.setdefault(int(fields[1]), []).append(pid)
-        cpu[pid] = (int(fields[11]) + int(fields[12])) / _TICK
-    total, todo, seen = 0.0, list(pids), set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen:
-            continue
-        seen.add(pid)
-        total += cpu.get(pid, 0.0)
-        todo.extend(children.get(pid, ()))
-    return total
+    return sum(tree_cpu_by_role(pids).values())
 
 
 def _role(pid: int) -> str:
@@ -295,7 +277,7 @@ def tree_cpu_by_role(pids: list[int]) -> dict[str, float]:
         if pid in seen:
             continue
         seen.add(pid)
-        role = _role(pid)
+        role = _role(pid) if pid in cpu else "gone"
         by_role[role] = by_role.get(role, 0.0) + cpu.get(pid, 0.0)
         todo.extend(children.get(pid, ()))
     return by_role

@@ -176,11 +176,7 @@ class UnitOfWork:
         it wrote: writes are committed by the unit's owner, never by the use case."""
         if self.wrote:
             raise RuntimeError("end_read on a unit of work that wrote: only its owner ends it")
-        if self._driver is not None:
-            driver, self._driver = self._driver, None
-            driver.rollback()
-        elif self._session is not None:
-            self._session.rollback()
+        self._end("rollback")
 
     @property
     def wrote(self) -> bool:
@@ -195,11 +191,7 @@ class UnitOfWork:
         """Commit, then wake, hand over and call back what the transaction caused."""
         began = self._driver is not None or (self._session is not None and self._session.in_transaction())
         try:
-            if self._driver is not None:
-                driver, self._driver = self._driver, None
-                driver.commit()
-            elif self._session is not None:
-                self._session.commit()
+            self._end("commit")
         except BaseException:
             self.rollback()
             raise
@@ -220,14 +212,18 @@ class UnitOfWork:
         undo = self._undo
         self._forget()
         try:
-            if self._driver is not None:
-                driver, self._driver = self._driver, None
-                driver.rollback()
-            elif self._session is not None:
-                self._session.rollback()
+            self._end("rollback")
         finally:
             for callback in reversed(undo):
                 callback()
+
+    def _end(self, how: str) -> None:
+        """End the transaction on whichever backing it runs: ``commit`` or ``rollback``."""
+        if self._driver is not None:
+            driver, self._driver = self._driver, None
+            getattr(driver, how)()
+        elif self._session is not None:
+            getattr(self._session, how)()
 
     def _forget(self) -> None:
         self._ready, self._handed, self._after, self._undo, self._wrote = Counter(), [], [], [], False

@@ -8,15 +8,11 @@ import threading
 import time
 from datetime import timedelta
 
-import pytest
 from sqlalchemy import delete, select
 
 from engine import jobs
-from engine.jobs.wakers import Wakers
-from engine.jobs.worker import WorkerPool
 from engine.store.db import db, utcnow
 from engine.store.models import Job, Tenant
-from engine.store.unit_of_work import Units
 from tests.unit.conftest import claim
 
 KIND = "unit_hand_over"
@@ -30,6 +26,7 @@ class Gate:
     def __init__(self, hold: bool = True):
         self.handled: list[tuple[int, str, int]] = []
         self.rows: dict[int, dict] = {}
+        self.payloads: dict[int, dict] = {}
         self.started = threading.Event()
         self.release = threading.Event()
         if not hold:
@@ -39,50 +36,13 @@ class Gate:
         self.rows[job.id] = _row(uow, job.id)
         uow.end_read()  # nothing held (SQLite's write lock) while it waits
         self.handled.append((job.id, worker_id, job.attempts))
+        self.payloads[job.id] = job.payload  # after handled: a sentinel seen here is in handled
         self.started.set()
         self.release.wait(10)
         jobs.finish(uow, job, worker_id)
 
     def give_up(self, job, worker_id, uow):
         jobs.finish(uow, job, worker_id)
-
-
-@pytest.fixture
-def units(app):
-    """Units of work that hand over to (and wake) the test's pools only."""
-    return Units(Wakers())
-
-
-@pytest.fixture
-def uow(units, app):
-    with app.app_context():
-        unit = units.new("test")
-    yield unit
-    unit.rollback()
-
-
-@pytest.fixture
-def setup(app, units):
-    pools: list[WorkerPool] = []
-
-    def start(handler, lease_seconds: float = 30) -> WorkerPool:
-        pool = WorkerPool(app, {KIND: handler}, units=units, wakers=units.wakers, threads=1,
-                          lease_seconds=lease_seconds, poll_seconds=30)
-        pool.start()
-        pools.append(pool)
-        return pool
-
-    with app.app_context():
-        with units.begin("test") as uow:
-            uow.execute(delete(Job))
-            if uow.execute(select(Tenant.id).limit(1)).scalar() is None:
-                uow.session.add(Tenant(name="hand-over-tests"))
-        yield start
-        for pool in pools:
-            pool.stop(grace_s=1)
-        with units.begin("test") as uow:
-            uow.execute(delete(Job))
-        db.session.remove()
 
 
 def _tenant() -> int:
@@ -101,15 +61,9 @@ def _sentinel_handled(uow, gate: "Gate") -> int:
     is handed in order, so whatever it was handed before has been run by then. Its id."""
     jobs.enqueue(uow, _tenant(), KIND, payload={"sentinel": True})
     uow.commit()
-    sentinel = _last_job_id()
-    _wait(lambda: any(job_id == sentinel for job_id, _, _ in gate.handled))
-    return sentinel
-
-
-def _last_job_id() -> int:
-    last = db.session.execute(select(Job.id).order_by(Job.id.desc()).limit(1)).scalar()
-    db.session.rollback()
-    return last
+    # Known by its payload: the pool may run and delete it before its id could be read back.
+    _wait(lambda: any(payload.get("sentinel") for payload in list(gate.payloads.values())))
+    return next(job_id for job_id, payload in list(gate.payloads.items()) if payload.get("sentinel"))
 
 
 def _wait(condition, timeout: float = 10.0) -> None:
@@ -119,7 +73,7 @@ def _wait(condition, timeout: float = 10.0) -> None:
         time.sleep(0.01)
 
 
-def test_a_handed_job_is_the_row_and_the_job_a_claim_would_have_given(setup, uow):
+def test_a_handed_job_is_the_row_and_the_job_a_claim_would_have_given(pool_for, uow):
     # The general path first: no pool here, an ordinary job, leased by a claim.
     tenant_id = _tenant()
     jobs.enqueue(uow, tenant_id, KIND, payload={"delivery_id": 7, "secret": "s"})
@@ -130,7 +84,7 @@ def test_a_handed_job_is_the_row_and_the_job_a_claim_would_have_given(setup, uow
     uow.commit()
 
     gate = Gate()
-    pool = setup(gate)
+    pool = pool_for(gate)
     before = utcnow()
     jobs.enqueue(uow, tenant_id, KIND, payload={"delivery_id": 7, "secret": "s"})
     uow.commit()
@@ -153,9 +107,9 @@ def _jobs_left() -> int:
     return count
 
 
-def test_a_rolled_back_job_is_neither_stored_nor_handed(setup, uow):
+def test_a_rolled_back_job_is_neither_stored_nor_handed(pool_for, uow):
     gate = Gate(hold=False)
-    setup(gate)
+    pool_for(gate)
     jobs.enqueue(uow, _tenant(), KIND, payload={})
     uow.rollback()
     jobs.enqueue(uow, _tenant(), KIND, payload={"second": True})  # the next commit hands this one only
@@ -165,9 +119,9 @@ def test_a_rolled_back_job_is_neither_stored_nor_handed(setup, uow):
     _wait(lambda: _jobs_left() == 0)
 
 
-def test_a_delayed_job_is_queued_for_a_claim_not_handed(setup, uow):
+def test_a_delayed_job_is_queued_for_a_claim_not_handed(pool_for, uow):
     gate = Gate(hold=False)
-    setup(gate)
+    pool_for(gate)
     jobs.enqueue(uow, _tenant(), KIND, payload={}, run_at=utcnow() + timedelta(hours=1))
     uow.commit()
     [row] = uow.session.execute(select(Job)).scalars().all()
@@ -177,9 +131,9 @@ def test_a_delayed_job_is_queued_for_a_claim_not_handed(setup, uow):
     assert [job_id for job_id, _, _ in gate.handled] == [sentinel]
 
 
-def test_a_stop_releases_handed_jobs_that_no_thread_ran_yet(setup, uow):
+def test_a_stop_releases_handed_jobs_that_no_thread_ran_yet(pool_for, uow):
     gate = Gate()
-    pool = setup(gate)
+    pool = pool_for(gate)
     for number in range(2):
         jobs.enqueue(uow, _tenant(), KIND, payload={"n": number})
         uow.commit()
@@ -196,9 +150,9 @@ def test_a_stop_releases_handed_jobs_that_no_thread_ran_yet(setup, uow):
     gate.release.set()
 
 
-def test_a_handed_job_that_waited_past_half_its_lease_is_given_back_and_claimed(setup, uow):
+def test_a_handed_job_that_waited_past_half_its_lease_is_given_back_and_claimed(pool_for, uow):
     gate = Gate()
-    pool = setup(gate, lease_seconds=0.6)
+    pool = pool_for(gate, lease_seconds=0.6)
     for number in range(2):
         jobs.enqueue(uow, _tenant(), KIND, payload={"n": number})
         uow.commit()

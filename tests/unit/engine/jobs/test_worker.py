@@ -6,14 +6,13 @@ from __future__ import annotations
 import threading
 import time
 
-import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import select
 
 from engine import jobs
 from engine.jobs.wakers import Wakers
 from engine.jobs.worker import WorkerPool
 from engine.jobs.retry import job_backoff
-from engine.store.db import db, utcnow
+from engine.store.db import utcnow
 from engine.store.models import Job, Tenant
 from engine.store.unit_of_work import Units
 from tests.unit.conftest import claim
@@ -41,50 +40,12 @@ class Recorder:
         uow.after_commit(self.done.set)
 
 
-@pytest.fixture
-def units(app):
-    """Units of work that wake the test's pools only."""
-    return Units(Wakers())
-
-
-@pytest.fixture
-def uow(units, app):
-    with app.app_context():
-        unit = units.new("test")
-    yield unit
-    unit.rollback()
-
-
-@pytest.fixture
-def pool_for(app, units):
-    pools = []
-
-    def start(handler, **options) -> WorkerPool:
-        pool = WorkerPool(app, {KIND: handler}, units=units, wakers=units.wakers, threads=1, lease_seconds=30,
-                          poll_seconds=30, **options)
-        pool.start()
-        pools.append(pool)
-        return pool
-
-    with app.app_context():
-        with units.begin("test") as uow:
-            uow.execute(delete(Job))
-            if uow.execute(select(Tenant.id).limit(1)).scalar() is None:
-                uow.session.add(Tenant(name="worker-tests"))
-        yield start
-        for pool in pools:
-            pool.stop()
-        with units.begin("test") as uow:
-            uow.execute(delete(Job))
-        db.session.remove()
-
-
 def _enqueue(uow) -> int:
     tenant_id = uow.session.execute(select(Tenant.id).limit(1)).scalar_one()
     jobs.enqueue(uow, tenant_id, KIND, payload={})
-    uow.commit()  # wakes the pool (its Wakers, after the commit)
+    # Read before the commit: once committed, the pool may run and delete the job at once.
     job_id = uow.session.execute(select(Job.id).where(Job.kind == KIND)).scalar_one()
-    uow.rollback()  # on SQLite every transaction holds the write lock: let the pool have it
+    uow.commit()  # wakes the pool (its Wakers, after the commit)
     return job_id
 
 
