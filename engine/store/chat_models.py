@@ -62,6 +62,10 @@ class Conversation(db.Model):
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_message_at: Mapped[datetime | None]
     closed_at: Mapped[datetime | None]
+    # Who answers the customer (engine.operators): the operator holding it, and the group an AI step
+    # handed it to.
+    assignee: Mapped[str | None] = mapped_column(String(200))
+    candidate_group: Mapped[str | None] = mapped_column(String(200))
 
 
 class Message(db.Model):
