@@ -125,6 +125,7 @@ class AiDialog(db.Model):
     model: Mapped[str | None] = mapped_column(String(200))
     max_turns: Mapped[int] = mapped_column(Integer)
     handoff_keywords: Mapped[list[str]] = mapped_column(JSON, default=list)
+    handoff_groups: Mapped[list[str] | None] = mapped_column(JSON)  # groups the model may hand over to
     turns: Mapped[int] = mapped_column(Integer, default=0)
     answered_through: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), default=0)
     last_answer: Mapped[str | None] = mapped_column(Text)

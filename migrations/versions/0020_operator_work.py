@@ -1,5 +1,5 @@
 """operator work (issue 27): operators on API keys, task assignment and due dates, who a task is for,
-Camunda Forms, conversations held by an operator
+Camunda Forms, conversations held by an operator or handed to a group
 
 Revision ID: 0020
 Revises: 0016
@@ -51,6 +51,7 @@ def upgrade():
     op.add_column('definitions', sa.Column('forms', sa.JSON(), nullable=True))
     op.add_column('conversations', sa.Column('assignee', sa.String(length=200), nullable=True))
     op.add_column('conversations', sa.Column('candidate_group', sa.String(length=200), nullable=True))
+    op.add_column('ai_dialogs', sa.Column('handoff_groups', sa.JSON(), nullable=True))
     # Columns added in place (no batch copy of the table on SQLite: that would drop the task count
     # triggers of 0016).
     for column in (sa.Column('assignee', sa.String(length=200), nullable=True),
@@ -103,6 +104,7 @@ def downgrade():
     for column in (('form_id',) if postgres else ()) + ('priority', 'follow_up_at', 'due_order', 'due_at',
                                                         'candidate_groups', 'candidate_users', 'assignee'):
         op.drop_column('tasks', column)
+    op.drop_column('ai_dialogs', 'handoff_groups')
     op.drop_column('conversations', 'candidate_group')
     op.drop_column('conversations', 'assignee')
     op.drop_column('definitions', 'forms')

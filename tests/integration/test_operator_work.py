@@ -280,3 +280,56 @@ def test_overdue_tasks_are_listed_sorted_and_counted_in_metrics(server, api, rev
              if line.startswith(("baton_tasks_open{", "baton_tasks_overdue{"))}
     assert lines[f'baton_tasks_overdue{{tenant="{tenant}"}}'] >= 1
     assert lines[f'baton_tasks_open{{tenant="{tenant}"}}'] >= 3
+
+
+# -- conversations held by an operator -------------------------------------------------------------
+
+@pytest.fixture
+def conversation(server, api, unique_code):
+    from tests.integration.test_webchat import accepted, create_channel, deploy_chat
+
+    channel = create_channel(api)
+    deploy_chat(api, "chat_operator.bpmn", channel["name"], unique_code)
+    site = api.call("apikey.create", name="site", permissions=["conversation.send"])["api_key"]
+    return accepted(server, site, channel["config_id"], chat_id=_name("chat"), text="hello")["binding_id"]
+
+
+CHAT_WORKER = ("conversation.list", "conversation.send", "conversation.claim", "conversation.messages")
+
+
+def test_a_conversation_is_claimed_by_one_operator_whose_replies_alone_go_out(server, api, conversation):
+    one, two = _name("cat"), _name("dan")
+    first = operator(server, api, one, permissions=CHAT_WORKER)
+    second = operator(server, api, two, permissions=CHAT_WORKER)
+    assert first.call("conversation.claim", binding_id=conversation)["assignee"] == one
+    with pytest.raises(RpcError) as caught:
+        second.call("conversation.claim", binding_id=conversation)
+    assert caught.value.reason == "conflict" and one in caught.value.message
+    with pytest.raises(RpcError) as caught:
+        second.call("conversation.send", binding_id=conversation, text="I can help too")
+    assert caught.value.reason == "conflict"
+    first.call("conversation.send", binding_id=conversation, text="I am on it")
+    texts = [m["text"] for m in api.call("conversation.messages", binding_id=conversation)["items"]]
+    assert "I am on it" in texts and "I can help too" not in texts
+    mine = first.call("conversation.list", assignee="me")["items"]
+    assert [c["binding_id"] for c in mine] == [conversation] and mine[0]["assignee"] == one
+    assert conversation not in [c["binding_id"] for c in api.call("conversation.list", assignee=None,
+                                                                   per_page=100)["items"]]
+
+
+def test_conversation_assign_hands_over_with_its_permission(server, api, conversation):
+    worker = operator(server, api, _name("eve"), permissions=CHAT_WORKER)
+    with pytest.raises(RpcError) as caught:
+        worker.call("conversation.assign", binding_id=conversation, user="fay")
+    assert caught.value.reason == "forbidden" and caught.value.data["permission"] == "conversation.assign"
+    assert api.call("conversation.assign", binding_id=conversation, user="fay")["assignee"] == "fay"
+    api.call("conversation.send", binding_id=conversation, text="an admin may still answer")
+    assert api.call("conversation.assign", binding_id=conversation, user=None)["assignee"] is None
+    for params, reason in (({"binding_id": 10**12, "user": "x"}, "not_found"), ({"binding_id": conversation, "user": 4},
+                           "invalid_params"), ({"binding_id": conversation}, "invalid_params")):
+        with pytest.raises(RpcError) as caught:
+            api.call("conversation.assign", **params)
+        assert caught.value.reason == reason
+    with pytest.raises(RpcError) as caught:
+        operator(server, api, permissions=CHAT_WORKER).call("conversation.claim", binding_id=conversation)
+    assert caught.value.reason == "invalid_params" and caught.value.data["param"] == "user"
