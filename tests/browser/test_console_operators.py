@@ -120,12 +120,17 @@ def test_a_camunda_form_is_drawn_by_form_js_with_the_error_next_to_its_field(con
     page.get_by_label("Amount").fill("120")
     page.get_by_label("City").fill("Lyon")
     page.get_by_label("E-mail").check()
+    page.get_by_label("Paid on").click()  # form-js's date picker (flatpickr) opens under the CSP
+    page.locator(".flatpickr-calendar.open").wait_for()
+    page.keyboard.type("11/20/2026")
+    page.keyboard.press("Enter")
     page.get_by_role("button", name="Complete task").click()
     page.wait_for_url(re.compile(r".*#/tasks$"))
     page.get_by_text("completed.").wait_for()
     status = api.wait_for(instance_id)
     assert status["variables"]["customer"] == "ACME Ltd" and status["variables"]["amount"] == 120
     assert status["variables"]["currency"] == "EUR" and status["variables"]["address"] == {"city": "Lyon"}
+    assert status["variables"]["paid_on"] == "2026-11-20"
     console.assert_clean()
 
 
