@@ -57,29 +57,46 @@ fuzz: install
 clean:
 	rm -rf $(VENV) instance .pytest_cache
 
-# The console's bpmn-js viewer (console/static/vendor/README.md): fetched with npm, checked against
-# the recorded SHA-256 sums before anything is replaced.
+# The console's vendored libraries (console/static/vendor/README.md): bpmn-js's viewer and
+# form-js's viewer as their packages ship them (npm pack), bpmn-auto-layout bundled with its
+# dependencies by esbuild at the versions console/vendor-build/package-lock.json pins (npm ci).
+# Every file is checked against the recorded SHA-256 sums before anything is replaced.
 BPMN_JS_VERSION := 18.31.1
+FORM_JS_VERSION := 1.23.0
 VENDOR := console/static/vendor
-VENDOR_FILES := bpmn-navigated-viewer.production.min.js diagram-js.css bpmn-js.css LICENSE.bpmn-js
+VENDOR_FILES := bpmn-navigated-viewer.production.min.js diagram-js.css bpmn-js.css LICENSE.bpmn-js \
+  form-viewer.umd.js form-js.css LICENSE.form-js bpmn-auto-layout.min.js LICENSE.bpmn-auto-layout
+AUTO_LAYOUT_LICENSES := bpmn-moddle moddle moddle-xml saxen min-dash
 
-define fetch_bpmn_js
+define fetch_vendor
 	set -eu; tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; \
-	(cd "$$tmp" && npm pack --silent bpmn-js@$(BPMN_JS_VERSION) >/dev/null && tar xzf bpmn-js-$(BPMN_JS_VERSION).tgz); \
-	mkdir "$$tmp/out"; \
-	cp "$$tmp/package/dist/bpmn-navigated-viewer.production.min.js" "$$tmp/package/dist/assets/diagram-js.css" \
-	   "$$tmp/package/dist/assets/bpmn-js.css" "$$tmp/out/"; \
-	cp "$$tmp/package/LICENSE" "$$tmp/out/LICENSE.bpmn-js";
+	(cd "$$tmp" && npm pack --silent bpmn-js@$(BPMN_JS_VERSION) @bpmn-io/form-js@$(FORM_JS_VERSION) >/dev/null \
+	  && mkdir bpmn-js form-js && tar xzf bpmn-js-$(BPMN_JS_VERSION).tgz -C bpmn-js \
+	  && tar xzf bpmn-io-form-js-$(FORM_JS_VERSION).tgz -C form-js); \
+	mkdir "$$tmp/out" "$$tmp/build"; \
+	cp "$$tmp/bpmn-js/package/dist/bpmn-navigated-viewer.production.min.js" "$$tmp/bpmn-js/package/dist/assets/diagram-js.css" \
+	   "$$tmp/bpmn-js/package/dist/assets/bpmn-js.css" "$$tmp/out/"; \
+	cp "$$tmp/bpmn-js/package/LICENSE" "$$tmp/out/LICENSE.bpmn-js"; \
+	cp "$$tmp/form-js/package/dist/form-viewer.umd.js" "$$tmp/form-js/package/dist/assets/form-js.css" "$$tmp/out/"; \
+	cp "$$tmp/form-js/package/LICENSE" "$$tmp/out/LICENSE.form-js"; \
+	cp console/vendor-build/package.json console/vendor-build/package-lock.json console/vendor-build/entry.js "$$tmp/build/"; \
+	(cd "$$tmp/build" && npm ci --silent --no-audit --no-fund >/dev/null \
+	  && ./node_modules/.bin/esbuild entry.js --bundle --format=iife --global-name=BpmnAutoLayout --minify \
+	     --legal-comments=eof --target=es2020 --log-level=warning --outfile="$$tmp/out/bpmn-auto-layout.min.js" \
+	  && { echo "bpmn-auto-layout 1.3.0 is MIT licensed (its package.json; the package ships no licence file)."; \
+	       echo "The bundle also holds these packages, each under its own licence:"; \
+	       for dep in $(AUTO_LAYOUT_LICENSES); do echo; echo "== $$dep"; cat "node_modules/$$dep/LICENSE"; done; \
+	     } > "$$tmp/out/LICENSE.bpmn-auto-layout");
 endef
 
 vendor:
-	@$(fetch_bpmn_js) \
+	@$(fetch_vendor) \
 	if ! (cd "$$tmp/out" && sha256sum --quiet -c "$(CURDIR)/$(VENDOR)/SHA256SUMS"); then \
-	  echo "bpmn-js $(BPMN_JS_VERSION) does NOT match $(VENDOR)/SHA256SUMS: nothing was replaced." >&2; exit 1; fi; \
+	  echo "The vendored files do NOT match $(VENDOR)/SHA256SUMS: nothing was replaced." >&2; exit 1; fi; \
 	cd "$$tmp/out" && cp $(VENDOR_FILES) "$(CURDIR)/$(VENDOR)/"; \
-	echo "bpmn-js $(BPMN_JS_VERSION) fetched; every file matches $(VENDOR)/SHA256SUMS."
+	echo "bpmn-js $(BPMN_JS_VERSION), form-js $(FORM_JS_VERSION) and bpmn-auto-layout fetched; every file matches $(VENDOR)/SHA256SUMS."
 
 vendor-update:
-	@$(fetch_bpmn_js) \
+	@$(fetch_vendor) \
 	cd "$$tmp/out" && cp $(VENDOR_FILES) "$(CURDIR)/$(VENDOR)/" && sha256sum $(VENDOR_FILES) > "$(CURDIR)/$(VENDOR)/SHA256SUMS"; \
-	echo "bpmn-js $(BPMN_JS_VERSION) vendored; $(VENDOR)/SHA256SUMS rewritten: review and commit both."
+	echo "Vendored; $(VENDOR)/SHA256SUMS rewritten: review and commit both."

@@ -90,10 +90,10 @@ class OpenAICompatibleProvider:
         if not model:
             raise ProviderError(NO_MODEL)
         if not self._tools_refused.is_set():
-            completion = self._create(model, request, TOOLS)
+            completion = self._create(model, request, tools_for(request))
             if completion is not None:
-                return self._reply(completion)
-        reply = self._reply(self._create(model, request, ()))
+                return self._reply(completion, request)
+        reply = self._reply(self._create(model, request, ()), request)
         self._tools_refused.set()       # only once a request without tools has been answered
         return reply
 
@@ -136,7 +136,7 @@ class OpenAICompatibleProvider:
     def _not_a_completion(self) -> ProviderError:
         return ProviderError(f"The model at {self.origin} sent an answer that is not a chat completion.")
 
-    def _reply(self, completion: Any) -> Reply:
+    def _reply(self, completion: Any, request: AiRequest) -> Reply:
         try:
             message = completion.choices[0].message
             content = (message.content or "").strip()
@@ -146,10 +146,24 @@ class OpenAICompatibleProvider:
         for call in calls:
             function = getattr(call, "function", None)
             if getattr(function, "name", None) == HANDOFF_TOOL:
-                return Reply(clip_reply(content), handoff=True, reason=_reason(function.arguments))
+                return Reply(clip_reply(content), handoff=True, reason=_reason(function.arguments),
+                             group=_group(function.arguments, request.handoff_groups))
         if not content:
             raise ProviderError("The model answered with no text.")
         return Reply(clip_reply(content))
+
+
+def tools_for(request: AiRequest) -> tuple[dict[str, Any], ...]:
+    """``TOOLS``; when the step names groups to hand over to (``handoff_groups``), the handoff tool
+    also takes ``group``, one of them."""
+    if not request.handoff_groups:
+        return TOOLS
+    function = TOOLS[0]["function"]
+    parameters = {**function["parameters"], "properties": {
+        **function["parameters"]["properties"],
+        "group": {"type": "string", "enum": list(request.handoff_groups),
+                  "description": "The team of operators that can help with this request."}}}
+    return ({"type": "function", "function": {**function, "parameters": parameters}},)
 
 
 def build_messages(request: AiRequest, tools: tuple[dict[str, Any], ...]) -> list[dict[str, str]]:
@@ -177,6 +191,16 @@ def origin_of(url: str) -> str:
     host = f"[{host}]" if ":" in host else host
     port = port or {"http": 80, "https": 443}.get(parts.scheme.lower())
     return f"{parts.scheme}://{host}" + (f":{port}" if port else "")
+
+
+def _group(arguments: str | None, groups: tuple[str, ...]) -> str | None:
+    """The group a handoff names, if it is one the step offered."""
+    try:
+        parsed = json.loads(arguments or "")
+    except (ValueError, TypeError):
+        return None
+    group = parsed.get("group") if isinstance(parsed, dict) else None
+    return group if isinstance(group, str) and group in groups else None
 
 
 def _reason(arguments: str | None) -> str | None:

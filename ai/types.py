@@ -37,6 +37,7 @@ class AiRequest:
     knowledge: str
     history: tuple[Turn, ...]
     model: str | None = None
+    handoff_groups: tuple[str, ...] = ()  # the operator groups a handoff may name
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class Reply:
     text: str
     handoff: bool = False
     reason: str | None = None
+    group: str | None = None  # the operator group the model handed over to (one of the request's)
 
 
 def clip_reply(text: str) -> str:

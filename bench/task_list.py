@@ -28,6 +28,18 @@ in the same order). The ratio is median(large) / median(small) per call:
   middle       page ceil(total / 20) // 2, no filter  (reported only: OFFSET paging is linear there)
   combined     status=in_progress + definition_id=Y   (reported only: no index holds both columns)
 
+and the operator inbox (issue 27; every filler task has a candidate group of five, 40 % an assignee
+of ten users, 20 % a candidate user, 60 % a due date 1 to 90 days after it opened, a priority):
+
+  mine         mine=true for user3 in group2: assigned to them, or unheld and theirs (target)
+  group        candidate_group=group1: unheld open tasks of the group   (target)
+  assignee     assignee=user5, status=in_progress       (target)
+  unassigned   assignee=null, status=in_progress        (target)
+  by_due       status=in_progress, sort=due             (target)
+  by_priority  status=in_progress, sort=priority        (target)
+  overdue      overdue=true (created order)             (reported only: the overdue set grows with the table)
+  mine_by_due  mine=true, sort=due                      (reported only: the user's set is sorted by due)
+
 The SQL that `engine.tasks.list_tasks` sends for each call is captured in this process (a Flask app
 on the same database), timed in the database, and explained (EXPLAIN (ANALYZE) on PostgreSQL,
 EXPLAIN QUERY PLAN on SQLite); the number of statements per call is recorded (no query per item).
@@ -75,8 +87,13 @@ PER_PAGE = 20
 TASKS_PER_INSTANCE = 5
 COMPLETED_SHARE = 0.70
 BATCH = 2000
-TARGETED = ("first", "last", "status", "instance", "definition", "all_three")
-CALL_ORDER = ("first", "last", "status", "instance", "definition", "all_three", "middle", "combined")
+TARGETED = ("first", "last", "status", "instance", "definition", "all_three", "mine", "group", "assignee",
+            "unassigned", "by_due", "by_priority")
+CALL_ORDER = ("first", "last", "status", "instance", "definition", "all_three", "middle", "combined", "mine",
+              "group", "assignee", "unassigned", "by_due", "by_priority", "overdue", "mine_by_due")
+USERS = [f"user{i}" for i in range(10)]
+GROUPS = [f"group{i}" for i in range(5)]
+OPERATOR = {"user": "user3", "groups": ["group2"]}  # whose "mine" is measured
 
 CUSTOMERS = ["Zoë Martin", "Ana Souza", "Kenji Watanabe", "Olu Adeyemi", "Marta Nowak", "Liam O'Brien",
              "Priya Raman", "Jonas Berg", "Chloé Dubois", "Mateo García"]
@@ -91,13 +108,14 @@ class Filler:
     """Bulk INSERTs of instances and tasks, straight into the server's database."""
 
     def __init__(self, database_url: str, template: dict, seed: int = 7):
-        from engine.store.models import Instance, Task
+        from engine.store.models import Instance, Task, TaskAudience
 
         self.instances = Instance.__table__
         self.tasks = Task.__table__
+        self.audience = TaskAudience.__table__
         self.engine = create_engine(database_url)
         if self.engine.dialect.name == "sqlite":
-            from engine.store.db import configure_sqlite
+            from engine.store.driver import configure_sqlite
 
             configure_sqlite(self.engine)   # WAL, busy timeout, BEGIN IMMEDIATE, like the server
         self.template = template
@@ -143,8 +161,16 @@ class Filler:
                 "tenant_id": tenant_id, "definition_id": definition_id, "spiff_task_id": str(uuid.uuid4()),
                 "element_id": self.template["element_id"], "name": self.template["name"], "status": status,
                 "form": self.template["form"], "buttons": self.template["buttons"],
-                "variables": {**variables, "step": step + 1}} for step, status in enumerate(statuses)])
+                "variables": {**variables, "step": step + 1}, **self._assignment()}
+                for step, status in enumerate(statuses)])
         return instance_rows, task_groups
+
+    def _assignment(self) -> dict:
+        """Who the task is for (issue 27); the due date is set with the creation time."""
+        return {"assignee": self.rng.choice(USERS) if self.rng.random() < 0.4 else None,
+                "candidate_users": [self.rng.choice(USERS)] if self.rng.random() < 0.2 else None,
+                "candidate_groups": [self.rng.choice(GROUPS)], "priority": self.rng.choice([20, 50, 50, 80]),
+                "due_in_days": self.rng.randint(1, 90) if self.rng.random() < 0.6 else None}
 
     def fill(self, plan: dict[int, tuple[list[int], int]]) -> dict:
         """``plan``: tenant id -> (definition ids, task count wanted). Both tenants' tasks interleave."""
@@ -171,9 +197,14 @@ class Filler:
         # Tasks of many instances (and of both tenants) open over time: shuffle, then stamp times in
         # id order, so created_at grows with id as it does on a real server.
         self.rng.shuffle(tasks)
+        from engine.store.models import NO_DUE_DATE
+
         for row in tasks:
             self.clock += dt.timedelta(seconds=self.rng.randint(5, 35))
             row["created_at"] = self.clock
+            days = row.pop("due_in_days")
+            row["due_at"] = self.clock + dt.timedelta(days=days) if days else None
+            row["due_order"] = row["due_at"] or NO_DUE_DATE
             if row["status"] == "completed":
                 row["completed_at"] = self.clock + dt.timedelta(minutes=self.rng.randint(2, 600))
                 row["result"] = {"response": "Refund granted, sorry for the trouble.",
@@ -184,8 +215,16 @@ class Filler:
                 row["completed_at"] = None
                 row["result"] = None
         for chunk in range(0, len(tasks), BATCH):
+            rows = tasks[chunk:chunk + BATCH]
             with self.engine.begin() as conn:
-                conn.execute(insert(self.tasks), tasks[chunk:chunk + BATCH])
+                ids = conn.execute(insert(self.tasks).returning(self.tasks.c.id, sort_by_parameter_order=True),
+                                   rows).scalars().all()
+                audience = [{"task_id": task_id, "tenant_id": row["tenant_id"], "status": row["status"], "who": who}
+                            for task_id, row in zip(ids, rows)
+                            for who in ([f"u:{row['assignee']}"] if row["assignee"] else
+                                        [f"u:{u}" for u in row["candidate_users"] or []]
+                                        + [f"g:{g}" for g in row["candidate_groups"] or []])]
+                conn.execute(insert(self.audience), audience)
         self.settle()
         return {"added": added, "seconds": round(time.perf_counter() - started, 1)}
 
@@ -194,6 +233,7 @@ class Filler:
         if self.engine.dialect.name == "postgresql":
             with self.engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
                 conn.execute(text("VACUUM ANALYZE tasks"))
+                conn.execute(text("VACUUM ANALYZE task_audience"))
                 conn.execute(text("VACUUM ANALYZE instances"))
         else:
             import sqlite3
@@ -213,6 +253,8 @@ class Filler:
 
     def expected_ids(self, tenant_id: int, params: dict) -> tuple[int, list[int]]:
         """(total, ids of the page) computed independently of list_tasks, for the correctness check."""
+        if set(params) - {"status", "instance_id", "definition_id", "page", "per_page"}:
+            return self._expected_inbox(tenant_id, params)
         c = self.tasks.c
         conditions = [c.tenant_id == tenant_id]
         for name in ("status", "instance_id", "definition_id"):
@@ -224,6 +266,42 @@ class Filler:
             ids = conn.execute(select(c.id).where(*conditions).order_by(c.id.desc())
                                .limit(per_page).offset((page - 1) * per_page)).scalars().all()
         return total, ids
+
+    def _expected_inbox(self, tenant_id: int, params: dict) -> tuple[int, list[int]]:
+        """The inbox filters and sorts of issue 27, computed in Python over every row of the tenant
+        (from the tasks' own columns, not task_audience)."""
+        c = self.tasks.c
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(c.id, c.status, c.assignee, c.candidate_users, c.candidate_groups,
+                                       c.due_at, c.due_order, c.priority).where(c.tenant_id == tenant_id)).all()
+        now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+        def keep(row) -> bool:
+            if "status" in params and row.status != params["status"]:
+                return False
+            if "assignee" in params and row.assignee != params["assignee"]:
+                return False
+            if params.get("overdue") and not (row.status == "in_progress" and row.due_at and row.due_at < now):
+                return False
+            if "candidate_group" in params and not (row.status == "in_progress" and row.assignee is None
+                                                    and params["candidate_group"] in (row.candidate_groups or [])):
+                return False
+            if params.get("mine"):
+                theirs = row.assignee == OPERATOR["user"] or (row.assignee is None and (
+                    OPERATOR["user"] in (row.candidate_users or [])
+                    or set(OPERATOR["groups"]) & set(row.candidate_groups or [])))
+                if not (row.status == "in_progress" and theirs):
+                    return False
+            return True
+
+        chosen = [row for row in rows if keep(row)]
+        sort = params.get("sort", "created")
+        key = {"created": lambda r: -r.id, "due": lambda r: (r.due_order, r.id),
+               "priority": lambda r: (-r.priority, -r.id)}[sort]
+        chosen.sort(key=key)
+        page, per_page = params.get("page", 1), params.get("per_page", PER_PAGE)
+        ids = [row.id for row in chosen[(page - 1) * per_page:page * per_page]]
+        return len(chosen), ids
 
     def close(self) -> None:
         self.engine.dispose()
@@ -239,15 +317,27 @@ def define_calls(api: Api, instance_id: int, definition_id: int) -> dict[str, di
             "status": {"status": "in_progress"}, "instance": {"instance_id": instance_id},
             "definition": {"definition_id": definition_id},
             "all_three": {"status": "in_progress", "instance_id": instance_id, "definition_id": definition_id},
-            "combined": {"status": "in_progress", "definition_id": definition_id}}
+            "combined": {"status": "in_progress", "definition_id": definition_id},
+            "mine": {"mine": True, "as": "operator"}, "group": {"candidate_group": "group1"},
+            "assignee": {"assignee": "user5", "status": "in_progress"},
+            "unassigned": {"assignee": None, "status": "in_progress"},
+            "by_due": {"status": "in_progress", "sort": "due"},
+            "by_priority": {"status": "in_progress", "sort": "priority"},
+            "overdue": {"overdue": True}, "mine_by_due": {"mine": True, "sort": "due", "as": "operator"}}
+
+
+def list_call(api: Api, params: dict) -> dict:
+    """task.list with ``params``, as the key ``params['as']`` names (the operator's, or the admin's)."""
+    client = api.operator if params.get("as") == "operator" else api
+    return client.call("task.list", **{k: v for k, v in params.items() if k != "as"})
 
 
 def check_answers(api: Api, filler: Filler, tenant_id: int, calls: dict[str, dict]) -> dict[str, dict]:
     """Each call's answer against an independent query: same total, same ids in the same order."""
     shapes = {}
     for name, params in calls.items():
-        answer = api.call("task.list", **params)
-        total, ids = filler.expected_ids(tenant_id, params)
+        answer = list_call(api, params)
+        total, ids = filler.expected_ids(tenant_id, {k: v for k, v in params.items() if k != "as"})
         got = [item["task_id"] for item in answer["items"]]
         if answer["total"] != total or got != ids:
             raise AssertionError(f"task.list {params}: total {answer['total']} ids {got[:5]}... "
@@ -271,7 +361,7 @@ def time_rounds(targets: dict[str, tuple[Api, dict[str, dict]]], repeats: int,
             for label in order:
                 api, calls = targets[label]
                 started = time.perf_counter()
-                api.call("task.list", **calls[name])
+                list_call(api, calls[name])
                 elapsed = (time.perf_counter() - started) * 1000
                 if round_ >= warmup:
                     samples[label][name].append(elapsed)
@@ -327,10 +417,8 @@ def explain_list_tasks(database_url: str, tenant_id: int, calls: dict[str, dict]
         for name, params in calls.items():
             captured.clear()
             started = time.perf_counter()
-            answer = tasks.list_tasks(uow, tenant_id, status=params.get("status"),
-                                      instance_id=params.get("instance_id"),
-                                      definition_id=params.get("definition_id"),
-                                      page=params.get("page", 1), per_page=PER_PAGE)
+            answer = tasks.list_tasks(uow, tenant_id, page=params.get("page", 1), per_page=PER_PAGE,
+                                      where=task_filter(params))
             in_process_ms = (time.perf_counter() - started) * 1000
             statements = list(captured)
             plans = []
@@ -360,6 +448,22 @@ def explain_list_tasks(database_url: str, tenant_id: int, calls: dict[str, dict]
         event.remove(db.engine, "before_cursor_execute", _capture)
         db.engine.dispose()
     return report
+
+
+def task_filter(params: dict):
+    """The engine's TaskFilter for a call's params, as rpc/tasks.py builds it."""
+    from engine import tasks
+    from engine.runtime.task_assignment import group_token, user_token
+
+    audience = None
+    if params.get("mine"):
+        audience = (user_token(OPERATOR["user"]), *[group_token(g) for g in OPERATOR["groups"]])
+    elif "candidate_group" in params:
+        audience = (group_token(params["candidate_group"]),)
+    return tasks.TaskFilter(status=params.get("status"), instance_id=params.get("instance_id"),
+                            definition_id=params.get("definition_id"), audience=audience,
+                            assignee=params["assignee"] if "assignee" in params else tasks.ANYONE,
+                            overdue=bool(params.get("overdue")), sort=params.get("sort", "created"))
 
 
 def _jsonable(parameters):
@@ -413,6 +517,8 @@ class Setup:
         self.definitions = {role: [api.deploy(bpmn(BPMN_FILE), code=f"{role}-{code}")["definition_id"]
                                    for code in ("refund", "exchange")] for role, api in self.apis.items()}
         self.api = self.apis["measured"]
+        self.api.operator = self.server.api(self.api.call(
+            "apikey.create", name="operator", permissions=["task.list"], **OPERATOR)["api_key"])
         # One real instance: its task's form / buttons / element are the filler's template.
         started = self.api.call("process.start", definition_id=self.definitions["measured"][0],
                                 variables={"customer": "Zoë", "order": 17})

@@ -18,6 +18,8 @@ from SpiffWorkflow.bpmn.specs.bpmn_process_spec import BpmnProcessSpec
 from SpiffWorkflow.exceptions import SpiffWorkflowException
 
 from bpmn import checks
+from bpmn.camunda_forms import read_forms
+from bpmn.checks.human_tasks import HUMAN_TASKS, check_human_task
 from bpmn.correlations import correlations_of
 from bpmn.dmn.reader import read_decisions
 from bpmn.dmn.task import check_business_rule_task
@@ -55,22 +57,26 @@ class ParsedDefinition:
     # new workflow at the one its trigger names (bpmn.start_at), this one for process.start.
     default_start: str | None = None
     external_topics: list[str] = field(default_factory=list)  # topics of its external tasks
+    forms: dict[str, dict] = field(default_factory=dict)  # the deploy's Camunda Forms by id (bpmn.camunda_forms)
 
 
 def parse_definition(xml: str | bytes, dmn: list[str | bytes] = ()) -> ParsedDefinition:
     """The deployable definition of a file with one entry process; BpmnValidationError lists every
     problem. ``dmn``: the DMN files whose decisions its business rule tasks call."""
-    return _parse(xml, list(dmn), collaboration=False)[0]
+    return _parse(xml, list(dmn), [], {}, collaboration=False)[0]
 
 
-def parse_definitions(xml: str | bytes, dmn: list[str | bytes] = ()) -> list[ParsedDefinition]:
+def parse_definitions(xml: str | bytes, dmn: list[str | bytes] = (), forms: list[str] = (),
+                      deployed_forms: dict[str, set[int]] | None = None) -> list[ParsedDefinition]:
     """One definition per entry process (the executable pools of a collaboration), in file order.
     The pools' message flows are honoured at run time by message name: a pool's throw reaches the
-    instances (and message start events) that wait for that name."""
-    return _parse(xml, list(dmn), collaboration=True)
+    instances (and message start events) that wait for that name. ``forms``: Camunda Forms (JSON
+    texts) given with the file; ``deployed_forms``: the tenant's earlier forms, id -> versions."""
+    return _parse(xml, list(dmn), list(forms), deployed_forms or {}, collaboration=True)
 
 
-def _parse(xml: str | bytes, dmn: list[str | bytes], *, collaboration: bool) -> list[ParsedDefinition]:
+def _parse(xml: str | bytes, dmn: list[str | bytes], form_texts: list[str], deployed_forms: dict[str, set[int]], *,
+           collaboration: bool) -> list[ParsedDefinition]:
     tree = read_bpmn_xml(xml)
     issues = Issues(tree)
     root = tree.getroot()
@@ -79,12 +85,17 @@ def _parse(xml: str | bytes, dmn: list[str | bytes], *, collaboration: bool) -> 
         decisions, problems = read_decisions(dmn)
         for problem in problems:
             issues.add_raw(problem["element_id"], problem["line"], problem["message"])
-        entries = _check(root, issues, collaboration, decisions)
+        forms, form_problems = read_forms(form_texts)
+        for form_id, message in form_problems:
+            issues.add_raw(form_id, None, message)
+        entries = _check(root, issues, collaboration, decisions, (forms, deployed_forms))
         # SpiffWorkflow only sees files Baton's checks pass: its complaints about a file with
         # problems are mostly echoes of them, in words that mislead ("perhaps a form has the
         # same ID?"); anything only it finds is reported once the file is otherwise clean.
         if entries and not issues:
             parsed = _spiff_parse(root, entries, issues, decisions)
+            for definition in parsed or []:
+                definition.forms = forms
     except BpmnValidationError:
         raise
     except Exception as exc:  # a bug of ours or Spiff's must not escape as a 500 of deploy
@@ -96,7 +107,8 @@ def _parse(xml: str | bytes, dmn: list[str | bytes], *, collaboration: bool) -> 
     return parsed
 
 
-def _check(root: etree._Element, issues: Issues, collaboration: bool, decisions: dict) -> list[etree._Element]:
+def _check(root: etree._Element, issues: Issues, collaboration: bool, decisions: dict,
+           forms: tuple[dict, dict] = ({}, {})) -> list[etree._Element]:
     checks.check_definitions(root, issues)
     correlations_of(root, issues)
     if collaboration:
@@ -112,6 +124,8 @@ def _check(root: etree._Element, issues: Issues, collaboration: bool, decisions:
             for element in checks.content(container):
                 if local_name(element) == "businessRuleTask":
                     check_business_rule_task(element, decisions, issues)
+                elif local_name(element) in HUMAN_TASKS:
+                    check_human_task(element, *forms, issues)
     return entries
 
 

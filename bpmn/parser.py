@@ -48,6 +48,8 @@ from SpiffWorkflow.spiff.specs.defaults import (
     CallActivity, ManualTask, NoneTask, ReceiveTask, ScriptTask, SendTask, SubWorkflowTask, UserTask)
 
 from bpmn import profile
+from bpmn.assignment import read_assignment
+from bpmn.camunda_forms import form_ref
 from bpmn.cron import CronCycleDefinition
 from bpmn.dmn.task import DecisionTask, decision_config, decision_ref
 from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition, SignalDefinition
@@ -77,13 +79,20 @@ class ProfileMixin:
 
 
 class HumanTaskMixin(ProfileMixin):
-    """User and manual tasks also carry the form fields and buttons ``task.list`` shows."""
+    """User and manual tasks also carry the form fields and buttons ``task.list`` shows, who the
+    task is for and when it is due (``bpmn.assignment``), and the Camunda Form it names."""
 
     def parse_extensions(self, node=None):
         node = self.node if node is None else node
         extensions = super().parse_extensions(node)
         extensions["form"] = profile.read_form(node)
         extensions["buttons"] = profile.read_buttons(extensions["properties"])
+        assignment, _problems = read_assignment(node)  # the problems were refused by bpmn.checks
+        if assignment:
+            extensions["assignment"] = assignment
+        ref = form_ref(node)
+        if ref is not None:
+            extensions["form_ref"] = ref
         return extensions
 
 

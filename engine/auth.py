@@ -37,6 +37,8 @@ class Principal:
     key_id: int
     permissions: tuple[str, ...]
     name: str = ""
+    user: str | None = None  # the operator the key stands for (apikey.create {user, groups})
+    groups: tuple[str, ...] = ()
 
     @property
     def actor(self) -> Actor:
@@ -73,7 +75,7 @@ def _hash(key: str) -> str:
 
 # Columns, not an ORM entity: read on every request, and the entity's loading cost more than the query.
 _BY_PREFIX = select(ApiKey.id, ApiKey.tenant_id, ApiKey.name, ApiKey.key_hash, ApiKey.revoked_at,
-                    ApiKey.permissions).where(
+                    ApiKey.permissions, ApiKey.user, ApiKey.groups).where(
     ApiKey.prefix == bindparam("prefix"))
 
 
@@ -86,7 +88,8 @@ def authenticate(uow: UnitOfWork, raw_key: str | None) -> Principal:
     expected = row.key_hash if row is not None else _DUMMY_HASH
     if not hmac.compare_digest(expected, _hash(raw_key)) or row is None or row.revoked_at is not None:
         raise UnauthorizedError("A valid API key is required in the X-API-Key header.")
-    return Principal(tenant_id=row.tenant_id, key_id=row.id, permissions=tuple(row.permissions), name=row.name)
+    return Principal(tenant_id=row.tenant_id, key_id=row.id, permissions=tuple(row.permissions), name=row.name,
+                     user=row.user, groups=tuple(row.groups or ()))
 
 
 def validate_permissions(permissions: object) -> list[str]:
@@ -104,12 +107,41 @@ def validate_permissions(permissions: object) -> list[str]:
     return list(dict.fromkeys(permissions))
 
 
+MAX_NAME = 200  # a user or group name
+MAX_GROUPS = 50
+
+
+def validate_operator(user: object, groups: object) -> tuple[str | None, list[str] | None]:
+    """The ``user`` and ``groups`` a key may carry: a name of 1 to 200 characters (no comma: names
+    are listed with commas in models) and a list of at most 50 such names; InvalidParamsError naming it."""
+    if user is not None:
+        _check_name(user, "user")
+    if groups is not None:
+        if not isinstance(groups, list) or len(groups) > MAX_GROUPS:
+            raise InvalidParamsError(f"Parameter 'groups' must be a list of at most {MAX_GROUPS} group names.",
+                                     data={"param": "groups"})
+        for index, group in enumerate(groups):
+            _check_name(group, f"groups[{index}]")
+        groups = list(dict.fromkeys(group.strip() for group in groups)) or None
+    return (user.strip() if user is not None else None), groups
+
+
+def _check_name(value: object, param: str) -> None:
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_NAME or "," in value \
+            or any(ord(char) < 32 for char in value):
+        raise InvalidParamsError(f"Parameter '{param}' must be a name of 1 to {MAX_NAME} characters, without "
+                                 "commas or control characters.", data={"param": param})
+
+
 def create_key(uow: UnitOfWork, tenant_id: int, name: str, permissions: list[str],
-               granted_by: Principal | None = None) -> tuple[ApiKey, str]:
+               granted_by: Principal | None = None, *, user: str | None = None,
+               groups: list[str] | None = None) -> tuple[ApiKey, str]:
     """Add a key to the session; returns the row and the key in clear (shown once, never stored).
     ``granted_by``: the key creating it (None from the command line), which may grant only the
-    permissions it holds (ForbiddenError naming the first it does not)."""
+    permissions it holds (ForbiddenError naming the first it does not). ``user`` and ``groups``:
+    the operator it stands for (``validate_operator``)."""
     permissions = validate_permissions(permissions)
+    user, groups = validate_operator(user, groups)
     if granted_by is not None:
         for permission in permissions:
             if not granted_by.holds(permission):
@@ -118,7 +150,7 @@ def create_key(uow: UnitOfWork, tenant_id: int, name: str, permissions: list[str
     prefix = secrets.token_hex(6)
     raw = f"bt_{prefix}_{secrets.token_urlsafe(24)}"
     row = ApiKey(tenant_id=tenant_id, name=name, prefix=prefix, key_hash=_hash(raw),
-                 permissions=permissions)
+                 permissions=permissions, user=user, groups=groups)
     uow.session.add(row)
     uow.session.flush()
     return row, raw
@@ -142,6 +174,7 @@ def list_keys(uow: UnitOfWork, tenant_id: int, *, page: int, per_page: int) -> d
     return page_of(uow, select(ApiKey).where(ApiKey.tenant_id == tenant_id), ApiKey.id, page=page, per_page=per_page,
                    scalars=True, item=lambda r: {
                        "key_id": r.id, "name": r.name, "prefix": r.prefix, "permissions": r.permissions,
+                       "user": r.user, "groups": r.groups or [],
                        "created_at": iso(r.created_at), "revoked_at": iso(r.revoked_at)})
 
 
@@ -156,9 +189,10 @@ def revoke_key(uow: UnitOfWork, tenant_id: int, key_id: int) -> dict:
 
 
 def describe(uow: UnitOfWork, principal: Principal) -> dict:
-    """The calling key as it may see itself: its tenant, name, prefix and permissions (no secret)."""
+    """The calling key as it may see itself: its tenant, name, prefix, permissions and the operator it
+    stands for (no secret)."""
     key = uow.execute(select(ApiKey.name, ApiKey.prefix, Tenant.name.label("tenant")).join(
         Tenant, Tenant.id == ApiKey.tenant_id).where(ApiKey.id == principal.key_id,
                                                      ApiKey.tenant_id == principal.tenant_id)).one()
     return {"tenant": key.tenant, "key_id": principal.key_id, "name": key.name, "prefix": key.prefix,
-            "permissions": list(principal.permissions)}
+            "permissions": list(principal.permissions), "user": principal.user, "groups": list(principal.groups)}

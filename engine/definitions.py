@@ -18,7 +18,7 @@ from engine.chat.messengers.registry import MESSENGERS
 from engine.errors import BpmnValidationError, InvalidParamsError, NotFoundError
 from engine.runtime import timer_starts
 from engine.store.db import iso
-from engine.store.models import Definition, WebhookRoute
+from engine.store.models import Definition, Form, WebhookRoute
 from engine.store.paging import page_of
 from engine.store.unit_of_work import UnitOfWork
 
@@ -36,11 +36,16 @@ def webhook_url(public_url: str, webhook_id: str) -> str:
     return f"{public_url.rstrip('/')}/webhooks/inbound/{webhook_id}"
 
 
-def deploy(uow: UnitOfWork, tenant_id: int, xml: str, code: str | None, *, dmn: list[str] = (), public_url: str) -> dict[str, Any]:
+def deploy(uow: UnitOfWork, tenant_id: int, xml: str, code: str | None, *, dmn: list[str] = (),
+           forms: list[str] = (), public_url: str) -> dict[str, Any]:
     """Publish a file: each executable pool becomes a new version of its code (its process id, or
     ``code`` for a file with one), all in the unit of work. The answer describes the first (a file
-    with one process: that one) and lists every definition in ``definitions``."""
-    parsed_all = parse_definitions(xml, list(dmn))
+    with one process: that one) and lists every definition in ``definitions``. ``forms``: Camunda
+    Forms (JSON texts), each stored as a new version of its id, which the file's user tasks name."""
+    deployed_forms: dict[str, set[int]] = {}
+    for key, version in uow.execute(select(Form.form_key, Form.version).where(Form.tenant_id == tenant_id)):
+        deployed_forms.setdefault(key, set()).add(version)
+    parsed_all = parse_definitions(xml, list(dmn), list(forms), deployed_forms)
     if code is not None and len(parsed_all) > 1:
         ids = ", ".join(f"'{parsed.process_id}'" for parsed in parsed_all)
         raise InvalidParamsError(f"Parameter 'code' names one process, but the file has {len(parsed_all)} "
@@ -58,7 +63,8 @@ def deploy(uow: UnitOfWork, tenant_id: int, xml: str, code: str | None, *, dmn: 
     for attempt in range(3):  # two deploys of one code at once: the loser takes the next version
         try:
             with uow.savepoint():
-                answers = [_store(uow, tenant_id, xml, list(dmn), one, parsed, public_url, channels)
+                stored_forms = _store_forms(uow, tenant_id, parsed_all[0].forms)
+                answers = [_store(uow, tenant_id, xml, list(dmn), one, parsed, public_url, channels, stored_forms)
                            for one, parsed, channels in zip(codes, parsed_all, bound)]
             break
         except IntegrityError:
@@ -81,15 +87,29 @@ def _refuse_buttons_the_messenger_cannot_carry(parsed) -> None:
         raise BpmnValidationError(errors)
 
 
+def _store_forms(uow: UnitOfWork, tenant_id: int, forms: dict[str, dict]) -> dict[str, dict[str, int]]:
+    """Each form as the next version of its id: ``{form id: {"form_id": row id, "version": n}}``."""
+    stored = {}
+    for key, schema in forms.items():
+        latest = uow.execute(select(func.max(Form.version)).where(
+            Form.tenant_id == tenant_id, Form.form_key == key)).scalar_one()
+        row = Form(tenant_id=tenant_id, form_key=key, version=(latest or 0) + 1, schema=schema)
+        uow.session.add(row)
+        uow.session.flush()
+        stored[key] = {"form_id": row.id, "version": row.version}
+    return stored
+
+
 def _store(uow: UnitOfWork, tenant_id: int, xml: str, dmn: list[str], code: str, parsed, public_url: str,
-           bound: dict[str, int]) -> dict[str, Any]:
+           bound: dict[str, int], forms: dict[str, dict[str, int]]) -> dict[str, Any]:
     latest = uow.execute(
         select(func.max(Definition.version)).where(Definition.tenant_id == tenant_id, Definition.code == code)
     ).scalar_one()
     definition = Definition(
         tenant_id=tenant_id, code=code, version=(latest or 0) + 1, process_id=parsed.process_id,
         name=parsed.name, bpmn_xml=xml, dmn_xml=dmn or None, spec_json=parsed.spec_json,
-        start_events=[_start_event(s, bound, parsed.default_start) for s in parsed.start_events])
+        start_events=[_start_event(s, bound, parsed.default_start) for s in parsed.start_events],
+        forms={key: form["form_id"] for key, form in forms.items()} or None)
     uow.session.add(definition)
     uow.session.flush()
     webhooks = []
@@ -110,7 +130,8 @@ def _store(uow: UnitOfWork, tenant_id: int, xml: str, dmn: list[str], code: str,
     return {"definition_id": definition.id, "code": code, "version": definition.version,
             "webhooks": webhooks,
             "channels": [{"start_event_id": element_id, "config_id": config_id}
-                         for element_id, config_id in bound.items()]}
+                         for element_id, config_id in bound.items()],
+            "forms": [{"id": key, "version": form["version"]} for key, form in forms.items()]}
 
 
 def _start_event(start, bound: dict[str, int], default: str | None) -> dict[str, Any]:

@@ -1,9 +1,11 @@
 """Gauges read from the database when ``/metrics`` is scraped: the job queue (in all, and by kind:
-depth and the age of the oldest due job), instances by status, dead deliveries, active AI dialogs.
+depth and the age of the oldest due job), instances by status, dead deliveries, active AI dialogs,
+open and overdue human tasks per tenant.
 
 They describe the shared database, so every process answers the same; counters of events are in
-``engine.telemetry.metrics``. Each scrape runs four grouped counts (index scans of the instances'
-and deliveries' status indexes, and of the job queue, which holds only pending work).
+``engine.telemetry.metrics``. Each scrape runs six grouped counts (index scans of the instances'
+and deliveries' status indexes, of the job queue, which holds only pending work, of the task
+counters, and of the range of open tasks already due).
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from prometheus_client.core import GaugeMetricFamily
 from sqlalchemy import func, or_, select
 
 from engine.store.db import utcnow
-from engine.store.models import AiDialog, Delivery, Instance, Job
+from engine.store.models import AiDialog, Delivery, Instance, Job, Task, TaskCount, Tenant
 from engine.store.unit_of_work import UnitOfWork
 
 
@@ -40,6 +42,14 @@ class DatabaseGauges:
                                       .where(Delivery.status == "dead")).scalar_one()
             talking = uow.execute(select(func.count()).select_from(AiDialog)
                                          .where(AiDialog.status == "active")).scalar_one()
+            # Open tasks from the task counters (a few rows per tenant); overdue ones from the
+            # (tenant, status, due) index, whose range holds only open tasks already due.
+            open_tasks = uow.execute(
+                select(Tenant.name, func.sum(TaskCount.tasks)).join(Tenant, Tenant.id == TaskCount.tenant_id)
+                .where(TaskCount.status == "in_progress").group_by(Tenant.name)).all()
+            overdue = dict(uow.execute(
+                select(Tenant.name, func.count()).select_from(Task).join(Tenant, Tenant.id == Task.tenant_id)
+                .where(Task.status == "in_progress", Task.due_order < now).group_by(Tenant.name)).all())
         finally:
             uow.end_read()
         yield _gauge("baton_jobs_pending", "Jobs waiting or running (delayed and held ones included).", pending)
@@ -61,6 +71,15 @@ class DatabaseGauges:
         yield _gauge("baton_deliveries_dead", "Deliveries that are dead now (not yet re-sent with delivery.retry).",
                      dead)
         yield _gauge("baton_ai_dialogs_active", "AI chat steps holding a dialog.", talking)
+        tasks_open = GaugeMetricFamily("baton_tasks_open", "Human tasks waiting for a person, by tenant.",
+                                       labels=["tenant"])
+        tasks_overdue = GaugeMetricFamily("baton_tasks_overdue", "Open human tasks past their due date, by tenant.",
+                                          labels=["tenant"])
+        for tenant, count in open_tasks:
+            tasks_open.add_metric([tenant], int(count or 0))
+            tasks_overdue.add_metric([tenant], overdue.get(tenant, 0))
+        yield tasks_open
+        yield tasks_overdue
 
 
 def _gauge(name: str, help_text: str, value: float) -> GaugeMetricFamily:

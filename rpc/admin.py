@@ -9,17 +9,23 @@ from rpc.registry import RpcMethod
 
 MAX_BPMN_CHARS = 1_000_000
 MAX_DMN_FILES = 20
+MAX_FORMS = 20
 
 
 def deploy(ctx, params):
-    reject_unknown(params, {"bpmn", "code", "dmn"})
+    reject_unknown(params, {"bpmn", "code", "dmn", "forms"})
     xml = require_str(params, "bpmn", max_len=MAX_BPMN_CHARS)
     code = optional_str(params, "code", max_len=200)
     dmn = optional_list(params, "dmn") or []
     if len(dmn) > MAX_DMN_FILES:
         raise InvalidParamsError(f"Parameter 'dmn' holds at most {MAX_DMN_FILES} files.", data={"param": "dmn"})
     dmn = [require_str({f"dmn[{i}]": text}, f"dmn[{i}]", max_len=MAX_BPMN_CHARS) for i, text in enumerate(dmn)]
-    return definitions.deploy(ctx.uow, ctx.tenant_id, xml, code, dmn=dmn, public_url=ctx.settings.public_url)
+    forms = optional_list(params, "forms") or []
+    if len(forms) > MAX_FORMS:
+        raise InvalidParamsError(f"Parameter 'forms' holds at most {MAX_FORMS} forms.", data={"param": "forms"})
+    forms = [require_str({f"forms[{i}]": text}, f"forms[{i}]", max_len=MAX_BPMN_CHARS) for i, text in enumerate(forms)]
+    return definitions.deploy(ctx.uow, ctx.tenant_id, xml, code, dmn=dmn, forms=forms,
+                              public_url=ctx.settings.public_url)
 
 
 def definition_list(ctx, params):
@@ -35,11 +41,12 @@ def definition_get(ctx, params):
 
 
 def apikey_create(ctx, params):
-    reject_unknown(params, {"name", "permissions"})
+    reject_unknown(params, {"name", "permissions", "user", "groups"})
     name = require_str(params, "name", max_len=200)
     row, raw = auth.create_key(ctx.uow, ctx.tenant_id, name, require_list(params, "permissions"),
-                               granted_by=ctx.principal)
-    return {"key_id": row.id, "name": row.name, "permissions": row.permissions, "api_key": raw}
+                               granted_by=ctx.principal, user=params.get("user"), groups=params.get("groups"))
+    return {"key_id": row.id, "name": row.name, "permissions": row.permissions, "user": row.user,
+            "groups": row.groups or [], "api_key": raw}
 
 
 def apikey_list(ctx, params):

@@ -137,3 +137,13 @@ def page_params(params: dict[str, Any], max_per_page: int = 100) -> tuple[int, i
     page = optional_int(params, "page", 1, minimum=1, maximum=MAX_INT // max_per_page)
     per_page = optional_int(params, "per_page", min(20, max_per_page), minimum=1, maximum=max_per_page)
     return page, per_page
+
+
+def optional_bool(params: dict[str, Any], name: str, default: bool = False) -> bool:
+    """true or false; absent or null is ``default``."""
+    value = params.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _fail(name, f"Parameter '{name}' must be true or false.")
+    return value

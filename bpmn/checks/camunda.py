@@ -4,8 +4,9 @@ A Java delegate on a service or send task is not refused: the task becomes an ex
 topic is the delegate's name (``bpmn.external``), so a worker can do that work. What has no worker
 is refused: listeners (Java, script or expression code run on element events), Camunda Connect
 connectors, input/output mappings, script resources, Java or expression implementations on message
-throw events, and ``camunda:type="external"`` without a topic. Other Camunda attributes
-(assignee, candidate groups, formKey, async flags, history time to live, field injections) configure
+throw events, and ``camunda:type="external"`` without a topic. A user task's assignment, due dates,
+priority and Camunda Form are read by ``bpmn.assignment`` and ``bpmn.camunda_forms``; other Camunda
+attributes (other form keys, async flags, history time to live, field injections) configure
 Camunda's engine and are ignored.
 """
 from __future__ import annotations

@@ -11,7 +11,8 @@ what a messenger can carry is checked when the process is bound to its channel, 
 
 ``ai_chat``: ``prompt`` (a template: the system prompt), ``knowledge`` (text, at most 200,000
 characters), ``model`` (a model name at the configured endpoint, or ``builtin``), ``max_turns``
-(1 to 1000, default 20) and ``handoff_keywords`` (words or phrases separated by commas).
+(1 to 1000, default 20), ``handoff_keywords`` (words or phrases separated by commas) and
+``handoff_groups`` (the operator groups the model may hand the customer to, separated by commas).
 """
 from __future__ import annotations
 
@@ -118,6 +119,12 @@ def check_ai_chat(element, properties: dict[str, str], issues: Issues) -> None:
         if not all(keywords) or any(len(k) > AI_MAX_KEYWORD for k in keywords):
             refuse("handoff_keywords", f"handoff_keywords '{raw[:200]}' must be words or phrases (at most "
                                        f"{AI_MAX_KEYWORD} characters each) separated by commas.")
+    raw = properties.get("handoff_groups")
+    if raw is not None:
+        groups = [g.strip() for g in raw.split(",")]
+        if not all(groups) or any(len(g) > AI_MAX_KEYWORD for g in groups) or len(groups) > 20:
+            refuse("handoff_groups", f"handoff_groups '{raw[:200]}' must be at most 20 group names (at most "
+                                     f"{AI_MAX_KEYWORD} characters each) separated by commas.")
 
 
 def _is_http_url(url: str) -> bool:

@@ -46,6 +46,7 @@ class DialogSettings:
     model: str | None
     max_turns: int
     keywords: tuple[str, ...]
+    groups: tuple[str, ...] = ()  # handoff_groups: the groups the model may hand the customer to
 
 
 def ready_dialogs(workflow, conversation, sandbox) -> dict[str, DialogSettings]:
@@ -71,9 +72,10 @@ def _settings(task, conversation, sandbox) -> DialogSettings:
         raise OperatorError(f"The prompt of ai_chat '{element_id}' could not be rendered: {exc.message}",
                             data={"element_id": element_id}) from None
     keywords = tuple(k.strip() for k in (properties.get("handoff_keywords") or "").split(",") if k.strip())
+    groups = tuple(g.strip() for g in (properties.get("handoff_groups") or "").split(",") if g.strip())
     return DialogSettings(element_id, prompt, properties.get("knowledge") or "",
                           (properties.get("model") or "").strip() or None,
-                          int(properties.get("max_turns") or DEFAULT_MAX_TURNS), keywords)
+                          int(properties.get("max_turns") or DEFAULT_MAX_TURNS), keywords, groups)
 
 
 # -- the runner's side: dialogs open and end with the instance state ---------------------------
@@ -115,7 +117,8 @@ def sync(uow: UnitOfWork, tenant_id: int, instance_id: int, conversation_id: int
                       "spiff_task_id": spiff_task_id, "element_id": settings.element_id, "status": ACTIVE,
                       "system_prompt": settings.prompt, "model": settings.model,
                       "knowledge_id": _knowledge_id(uow, tenant_id, settings.knowledge),
-                      "max_turns": settings.max_turns, "handoff_keywords": list(settings.keywords), "turns": 0,
+                      "max_turns": settings.max_turns, "handoff_keywords": list(settings.keywords),
+                      "handoff_groups": list(settings.groups) or None, "turns": 0,
                       "answered_through": _opening_mark(uow, conversation_id, process_spoke), "created_at": now}
             dialog_id = connection.execute(_INSERT_DIALOG, values).scalar_one()
             dialog = LockedDialog({**values, "id": dialog_id, "busy_job_id": None, "busy_until": None})
@@ -204,7 +207,8 @@ def pending(uow: UnitOfWork, dialog) -> list:
 _dialogs = AiDialog.__table__
 _SELECT_LOCKED = select(*(_dialogs.c[name] for name in (
     "id", "tenant_id", "instance_id", "conversation_id", "spiff_task_id", "status", "system_prompt",
-    "knowledge_id", "model", "max_turns", "handoff_keywords", "turns", "answered_through", "last_answer",
+    "knowledge_id", "model", "max_turns", "handoff_keywords", "handoff_groups", "turns", "answered_through",
+    "last_answer",
     "busy_job_id", "busy_until"))).with_for_update()
 _LOCKED = _SELECT_LOCKED.where(_dialogs.c.id == bindparam("dialog_id"),
                                _dialogs.c.tenant_id == bindparam("tenant_id"))

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, select, update
 
 from ai import AiRequest, ProviderError, Turn
 from engine import jobs
@@ -23,7 +23,7 @@ from engine.chat.ai_dialogs import ACTIVE, DONE, LockedDialog, busy, knowledge_t
 from engine.jobs.kinds import AI_RESULT, AI_TURN, CHAT_MESSAGE
 from engine.store import writes
 from engine.store.db import utcnow
-from engine.store.models import Instance, Message
+from engine.store.models import Conversation, Instance, Message
 from engine.store.unit_of_work import UnitOfWork
 from engine.telemetry import metrics
 
@@ -102,7 +102,8 @@ class AiTurnRunner:
         dialog.busy_job_id, dialog.busy_until = job.id, now + timedelta(seconds=lease)
         knowledge = knowledge_text(uow, dialog.knowledge_id) if dialog.knowledge_id is not None else ""
         request = AiRequest(system_prompt=dialog.system_prompt, knowledge=knowledge,
-                            history=tuple(_history(uow, dialog.conversation_id, waiting[-1].id)), model=dialog.model)
+                            history=tuple(_history(uow, dialog.conversation_id, waiting[-1].id)), model=dialog.model,
+                            handoff_groups=tuple(dialog.handoff_groups or ()))
         claim = _Claim(request, waiting[-1].id, waiting[-1].text)
         dialog.save(uow)
         jobs.extend_lease(uow, job, worker_id, lease)  # the busy mark's lease is the job's
@@ -129,7 +130,8 @@ class AiTurnRunner:
                 dialog.turns += 1
                 dialog.last_answer = reply.text
             if reply.handoff:
-                _end(uow, dialog, "handoff", last_customer_text=claim.last_customer_text, reason=reply.reason)
+                _end(uow, dialog, "handoff", last_customer_text=claim.last_customer_text, reason=reply.reason,
+                     group=reply.group)
             elif dialog.turns >= dialog.max_turns:
                 _end(uow, dialog, "max_turns", last_customer_text=claim.last_customer_text)
             elif pending(uow, dialog):
@@ -150,14 +152,19 @@ def _done(uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, dialog: LockedD
 
 
 def _end(uow: UnitOfWork, dialog, outcome: str, *, last_customer_text: str | None = None, reason: str | None = None,
-         error: str | None = None) -> None:
-    """The step is over: its ``ai_result`` job completes the task in the instance."""
+         error: str | None = None, group: str | None = None) -> None:
+    """The step is over: its ``ai_result`` job completes the task in the instance. A handoff that
+    names a ``group`` gives the conversation to that group (``candidate_group``) and sets
+    ``ai_handoff_group``, which the operator task after it may name in camunda:candidateGroups."""
     dialog.status, dialog.ended_at = DONE, utcnow()
     dialog.busy_job_id = dialog.busy_until = None
     variables: dict[str, Any] = {"ai_outcome": outcome, "ai_last_answer": dialog.last_answer,
                                  "ai_handoff_reason": reason}
     if error is not None:
         variables["ai_error"] = error
+    if group is not None:
+        variables["ai_handoff_group"] = group
+        uow.run(update(Conversation).where(Conversation.id == dialog.conversation_id).values(candidate_group=group))
     if last_customer_text is not None:
         variables["message_text"] = last_customer_text
     jobs.enqueue(uow, dialog.tenant_id, AI_RESULT, instance_id=dialog.instance_id,

@@ -226,27 +226,44 @@ def _get(uow: UnitOfWork, tenant_id: int, binding_id: int, *, lock: bool = False
     return conversation
 
 
-def send(uow: UnitOfWork, tenant_id: int, binding_id: int, text: str) -> dict[str, Any]:
-    """An operator's reply: stored and queued for delivery in the unit of work."""
+ASSIGN_PERMISSION = "conversation.assign"
+
+
+def send(uow: UnitOfWork, tenant_id: int, binding_id: int, text: str, principal=None) -> dict[str, Any]:
+    """An operator's reply: stored and queued for delivery in the unit of work. A conversation another
+    user holds is a ConflictError unless ``principal`` (the calling key) may assign conversations."""
     conversation = _get(uow, tenant_id, binding_id, lock=True)
     if conversation.status != "active":
         raise ConflictError(f"Conversation {binding_id} is {conversation.status}; it takes no more messages.")
+    if principal is not None and conversation.assignee is not None and conversation.assignee != principal.user \
+            and not principal.allows(ASSIGN_PERMISSION):
+        raise ConflictError(f"Conversation {binding_id} is held by '{conversation.assignee}': only they, or a key "
+                            f"with '{ASSIGN_PERMISSION}', may answer it.")
     message_id = outbox.record_outgoing(uow, outbox.ActiveConversation(
         conversation.id, conversation.tenant_id, conversation.channel_id, conversation.chat_id), text, "operator")
     return {"binding_id": binding_id, "message_id": message_id, "status": "queued"}
 
 
-def list_conversations(uow: UnitOfWork, tenant_id: int, *, channel_type: str | None, page: int, per_page: int) -> dict[str, Any]:
-    """The tenant's active conversations, newest first."""
+ANYONE = object()  # ``assignee`` not given (None: conversations nobody holds)
+
+
+def list_conversations(uow: UnitOfWork, tenant_id: int, *, channel_type: str | None, page: int, per_page: int,
+                       assignee: Any = ANYONE, candidate_group: str | None = None) -> dict[str, Any]:
+    """The tenant's active conversations, newest first; ``assignee``: held by that user (None: by nobody)."""
     conditions = [Conversation.tenant_id == tenant_id, Conversation.status == "active"]
     if channel_type is not None:
         conditions.append(Channel.type == channel_type)
+    if assignee is not ANYONE:
+        conditions.append(Conversation.assignee.is_(None) if assignee is None else Conversation.assignee == assignee)
+    if candidate_group is not None:
+        conditions.append(Conversation.candidate_group == candidate_group)
     base = select(Conversation, Channel.type).join(Channel, Channel.id == Conversation.channel_id).where(*conditions)
     return page_of(uow, base, Conversation.id, page=page, per_page=per_page, item=lambda row: {
         "binding_id": row[0].id, "channel": row[1], "config_id": row[0].channel_id, "chat_id": row[0].chat_id,
         "external_user_id": row[0].external_user_id, "external_username": row[0].external_username,
         "instance_id": row[0].instance_id, "started_at": iso(row[0].started_at),
-        "last_message_at": iso(row[0].last_message_at)})
+        "last_message_at": iso(row[0].last_message_at), "assignee": row[0].assignee,
+        "candidate_group": row[0].candidate_group})
 
 
 def list_messages(uow: UnitOfWork, tenant_id: int, binding_id: int, *, page: int, per_page: int) -> dict[str, Any]:

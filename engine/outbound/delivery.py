@@ -117,11 +117,15 @@ def request_headers(delivery_uid: str, body: bytes, secret: str | None, now_s: f
 
 # --- administration (delivery.list, delivery.retry) -----------------------------------------------
 
-def list_deliveries(uow: UnitOfWork, tenant_id: int, *, status: str | None, page: int, per_page: int) -> dict[str, Any]:
-    """One page of the tenant's deliveries, newest first. Neither bodies nor secrets are shown."""
+def list_deliveries(uow: UnitOfWork, tenant_id: int, *, status: str | None, page: int, per_page: int,
+                    failing: bool = False) -> dict[str, Any]:
+    """One page of the tenant's deliveries, newest first. Neither bodies nor secrets are shown.
+    ``failing``: only queued ones that failed at least once and wait for their next attempt."""
     conditions = [Delivery.tenant_id == tenant_id]
     if status is not None:
         conditions.append(Delivery.status == status)
+    if failing:
+        conditions += [Delivery.status == QUEUED, Delivery.attempts > 0]
     query = select(Delivery.id, Delivery.delivery_uid, Delivery.channel_id, Delivery.event, Delivery.url,
                    Delivery.status, Delivery.attempts, Delivery.last_status, Delivery.last_error,
                    Delivery.created_at, Delivery.next_attempt_at, Delivery.sent_at, Delivery.external_id,

@@ -17,6 +17,7 @@ from sqlalchemy import select, update
 
 from bpmn import all_task_specs
 from engine.outbound import delivery
+from engine.runtime.task_assignment import add_audience, audience, evaluate_assignment, form_id_for
 from engine.store.db import utcnow
 from engine.store.models import Task
 from engine.store.unit_of_work import UnitOfWork
@@ -67,20 +68,32 @@ def sync(uow: UnitOfWork, tenant_id: int, instance_id: int, definition_id: int, 
     if reopened:  # ready again after process.retry: the failure had cancelled the row
         uow.execute(update(Task).where(Task.instance_id == instance_id, Task.spiff_task_id.in_(reopened))
                            .values(status="in_progress", completed_at=None))
+    opened, forms, now = [], {}, utcnow()
     for spiff_id, task in ready.items():
         if spiff_id in known:
             continue
         extensions = task.task_spec.extensions
+        variables = dict(task.data)
+        assignment = evaluate_assignment(extensions.get("assignment") or {}, variables, now,
+                                         f"instance {instance_id} task {task.task_spec.bpmn_id}")
         row = Task(
             tenant_id=tenant_id, instance_id=instance_id, definition_id=definition_id,
             spiff_task_id=spiff_id, element_id=task.task_spec.bpmn_id,
             name=task.task_spec.bpmn_name, status="in_progress",
             form=extensions.get("form") or [], buttons=extensions.get("buttons") or [],
-            variables=dict(task.data))
+            variables=variables, created_at=now,
+            form_id=form_id_for(uow, tenant_id, definition_id, extensions.get("form_ref"), forms),
+            **assignment.columns())
         uow.session.add(row)
+        opened.append(row)
         crm_webhook = ((extensions.get("properties") or {}).get(CRM_WEBHOOK) or "").strip()
         if crm_webhook:
             _announce(uow, row, crm_webhook, public_url)
+    if opened and any(row.assignee or row.candidate_users or row.candidate_groups for row in opened):
+        uow.session.flush()  # the rows' ids
+        add_audience(uow, [{"task_id": row.id, "tenant_id": tenant_id, "status": row.status, "who": who}
+                           for row in opened
+                           for who in audience(row.assignee, row.candidate_users, row.candidate_groups)])
 
 
 def hash_token(token: str) -> str:

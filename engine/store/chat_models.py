@@ -62,6 +62,10 @@ class Conversation(db.Model):
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_message_at: Mapped[datetime | None]
     closed_at: Mapped[datetime | None]
+    # Who answers the customer (engine.operators): the operator holding it, and the group an AI step
+    # handed it to.
+    assignee: Mapped[str | None] = mapped_column(String(200))
+    candidate_group: Mapped[str | None] = mapped_column(String(200))
 
 
 class Message(db.Model):
@@ -121,6 +125,7 @@ class AiDialog(db.Model):
     model: Mapped[str | None] = mapped_column(String(200))
     max_turns: Mapped[int] = mapped_column(Integer)
     handoff_keywords: Mapped[list[str]] = mapped_column(JSON, default=list)
+    handoff_groups: Mapped[list[str] | None] = mapped_column(JSON)  # groups the model may hand over to
     turns: Mapped[int] = mapped_column(Integer, default=0)
     answered_through: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"), default=0)
     last_answer: Mapped[str | None] = mapped_column(Text)

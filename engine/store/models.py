@@ -9,6 +9,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from engine.store.db import BigId, db, utcnow
 
+NO_DUE_DATE = datetime(9999, 12, 31)  # Task.due_order of a task without a due date: sorted last
+
 
 class Tenant(db.Model):
     __tablename__ = "tenants"
@@ -29,6 +31,9 @@ class ApiKey(db.Model):
     permissions: Mapped[list[str]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     revoked_at: Mapped[datetime | None]
+    # The operator the key stands for (engine.operators): who claims tasks and conversations with it.
+    user: Mapped[str | None] = mapped_column(String(200))
+    groups: Mapped[list[str] | None] = mapped_column(JSON)
 
 
 class Definition(db.Model):
@@ -48,6 +53,8 @@ class Definition(db.Model):
     spec_json: Mapped[str] = mapped_column(Text, deferred=True)
     start_events: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    # The Camunda Forms deployed with it: form id -> forms.id (a formRef with binding "deployment").
+    forms: Mapped[dict[str, int] | None] = mapped_column(JSON)
 
 
 class WebhookRoute(db.Model):
@@ -145,6 +152,9 @@ class Task(db.Model):
     ``spiff_task_id`` ties the row to the SpiffWorkflow task it stands for. ``variables`` is what
     the task sees when it opens; ``form`` and ``buttons`` come from the BPMN element.
     ``callback_token_hash``: hex SHA-256 of a headless task's callback token (§7); None otherwise.
+    Assignment (``engine.operators``): ``assignee`` holds it; ``candidate_users`` and ``candidate_groups``
+    may claim it; ``due_order`` is ``due_at``, or the far future when there is none (so one index
+    orders "earliest due first, undated last" on both databases); ``form_id``: its Camunda Form.
     """
 
     __tablename__ = "tasks"
@@ -153,6 +163,9 @@ class Task(db.Model):
         Index("ix_tasks_tenant_status_id", "tenant_id", "status", "id"),
         Index("ix_tasks_tenant_instance_id", "tenant_id", "instance_id", "id"),
         Index("ix_tasks_tenant_definition_id", "tenant_id", "definition_id", "id"),
+        Index("ix_tasks_tenant_assignee_status_id", "tenant_id", "assignee", "status", "id"),
+        Index("ix_tasks_tenant_status_due_id", "tenant_id", "status", "due_order", "id"),
+        Index("ix_tasks_tenant_status_priority_id", "tenant_id", "status", "priority", "id"),
     )
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
@@ -169,6 +182,14 @@ class Task(db.Model):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     completed_at: Mapped[datetime | None]
     callback_token_hash: Mapped[str | None] = mapped_column(String(64))
+    assignee: Mapped[str | None] = mapped_column(String(200))
+    candidate_users: Mapped[list[str] | None] = mapped_column(JSON)
+    candidate_groups: Mapped[list[str] | None] = mapped_column(JSON)
+    due_at: Mapped[datetime | None]
+    due_order: Mapped[datetime] = mapped_column(default=NO_DUE_DATE)
+    follow_up_at: Mapped[datetime | None]
+    priority: Mapped[int] = mapped_column(Integer, default=50)
+    form_id: Mapped[int | None] = mapped_column(ForeignKey("forms.id"))
 
 
 class Delivery(db.Model):
@@ -221,7 +242,8 @@ from engine.store.chat_models import (AiDialog, AiKnowledge, Channel, Conversati
                                       Message, UnreachableChat)
 from engine.store.waiting_models import EventSubscription, ExternalTask  # noqa: E402
 from engine.store.task_counts import TaskCount  # noqa: E402
+from engine.store.operator_models import Form, TaskAudience  # noqa: E402
 
 __all__ = ["AiDialog", "AiKnowledge", "ApiKey", "Channel", "Conversation", "Definition", "Delivery",
-           "EventSubscription", "ExternalTask", "IdempotencyRecord", "InboundReceipt", "Instance", "InstanceSteps",
-           "Job", "Message", "RateLimitWindow", "Task", "TaskCount", "Tenant", "UnreachableChat", "WebhookRoute"]
+           "EventSubscription", "ExternalTask", "Form", "IdempotencyRecord", "InboundReceipt", "Instance", "InstanceSteps",
+           "Job", "Message", "RateLimitWindow", "Task", "TaskAudience", "TaskCount", "Tenant", "UnreachableChat", "WebhookRoute"]

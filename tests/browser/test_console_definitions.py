@@ -93,12 +93,28 @@ def test_a_refused_file_is_drawn_with_the_refused_element_outlined_and_its_messa
     refused.wait_for()
     stroke = refused.locator(".djs-visual > :first-child").evaluate("e => getComputedStyle(e).stroke")
     assert stroke == "rgb(218, 30, 40)"
-    notes = " ".join(page.locator(".refusal-note").all_inner_texts())
-    assert "imports are not allowed" in notes and "Line 1" in notes and "'fax' is unknown" in notes
-    first, second = (note.bounding_box() for note in page.locator(".refusal-note").all())
+    # Each refused element carries a small badge that covers none of its neighbours; opening it
+    # shows the element's messages (all of them are listed under the diagram too).
+    badges = page.locator(".refusal-toggle")
+    assert badges.count() == 2
+    boxes = [badge.bounding_box() for badge in badges.all()]
+    for element_id in ("start", "read_file", "end"):
+        shape = page.locator(f".djs-element[data-element-id='{element_id}'] .djs-hit").first.bounding_box()
+        if shape is None:
+            continue
+        for badge in boxes:
+            inside = (badge["x"] >= shape["x"] + 4 and badge["x"] + badge["width"] <= shape["x"] + shape["width"] - 4
+                      and badge["y"] >= shape["y"] + 4 and badge["y"] + badge["height"] <= shape["y"] + shape["height"] - 4)
+            assert not inside, f"a refusal badge hides {element_id}"
+    first, second = boxes
     apart = (first["y"] + first["height"] <= second["y"] or second["y"] + second["height"] <= first["y"]
              or first["x"] + first["width"] <= second["x"] or second["x"] + second["width"] <= first["x"])
-    assert apart, "two neighbours' notes cover each other"
+    assert apart, "two neighbours' badges cover each other"
+    for badge in badges.all():
+        badge.click()
+        assert badge.get_attribute("aria-expanded") == "true"
+    notes = " ".join(page.locator(".refusal-note").all_inner_texts())
+    assert "imports are not allowed" in notes and "Line 1" in notes and "'fax' is unknown" in notes
     assert page.locator(".baton-refused").count() == 2  # the start event too (trigger fax)
     assert "read_file" in page.locator("ol.refusals").inner_text() and "start" in page.locator("ol.refusals").inner_text()
     assert api.call("definition.list", code="console_refused")["total"] == 0  # nothing stored

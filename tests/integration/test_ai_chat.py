@@ -2,6 +2,7 @@
 server speaking OpenAI's chat-completions protocol reached through the real ``openai`` client."""
 from __future__ import annotations
 
+import json
 import re
 import time
 import uuid
@@ -53,6 +54,7 @@ def model(fake_model):
     fake_model.requests.clear()
     fake_model.delay = 0
     fake_model.slow_seconds = 2.0
+    fake_model.brain = fake_model.default_brain
     return fake_model
 
 
@@ -210,6 +212,26 @@ def test_every_dialog_of_a_step_shares_one_stored_copy_of_its_knowledge(ai_serve
 
 
 # -- handoff paths -----------------------------------------------------------------------------------
+
+def test_a_handoff_that_names_a_group_gives_the_conversation_and_the_operator_task_to_that_group(chat, model):
+    xml = (bpmn("chat_ai.bpmn").replace("__CHANNEL__", str(chat.channel["config_id"])).replace("__MAX_TURNS__", "10")
+           .replace("__MODEL__", '<camunda:property name="handoff_groups" value="billing, shipping" />')
+           .replace('<bpmn:userTask id="operator" name="Answer the customer" />',
+                    '<bpmn:userTask id="operator" name="Answer the customer" '
+                    'camunda:candidateGroups="${ai_handoff_group}" />'))
+    chat.api.deploy(xml, code=f"ai-{uuid.uuid4().hex[:8]}")
+    model.brain = lambda body: {"content": "Our billing team will take over.", "handoff": True,
+                                "arguments": json.dumps({"reason": "a wrong invoice", "group": "billing"})}
+    chat.say("My invoice is wrong")
+    task = chat.open_task()
+    assert task["candidate_groups"] == ["billing"]
+    assert task["variables"]["ai_handoff_group"] == "billing"
+    [conversation] = [c for c in chat.api.call("conversation.list", candidate_group="billing")["items"]
+                      if c["binding_id"] == chat.binding_id]
+    assert conversation["candidate_group"] == "billing" and conversation["assignee"] is None
+    offered = model.requests[-1]["tools"][0]["function"]["parameters"]["properties"]["group"]
+    assert offered["enum"] == ["billing", "shipping"]
+
 
 def test_a_handoff_keyword_ends_the_step_without_asking_the_model(chat, model):
     chat.deploy()

@@ -22,6 +22,7 @@ from engine.outbound import delivery
 from engine.store.db import db, utcnow
 from engine.store.models import Channel
 from tests.harness import RpcError, unit_of_work_of
+from tests.receiver import Answer
 
 ITEM_KEYS = {"delivery_id", "delivery_uid", "channel_id", "event", "url", "status", "attempts", "last_status",
              "last_error", "created_at", "next_attempt_at", "sent_at", "external_id", "receipt"}
@@ -125,6 +126,22 @@ def test_a_dead_delivery_is_listed_and_resent_by_delivery_retry(api, local, tena
     with pytest.raises(RpcError) as refused:
         api.call("delivery.retry", delivery_id=delivery_id)
     assert refused.value.reason == "conflict"
+
+
+def test_a_delivery_that_failed_and_waits_to_be_retried_is_listed_as_failing(api, local, tenant_id, receiver, uow):
+    receiver.default = Answer(503)
+    delivery_id = queue(uow, local, tenant_id, receiver.url, "not yet")
+    receiver.wait_for(1, timeout=30)
+    deadline = time.monotonic() + 30
+    while (listed(api, delivery_id) or {}).get("attempts", 0) < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    failing = listed(api, delivery_id, failing=True)
+    assert failing["status"] == "queued" and failing["last_status"] == 503 and failing["next_attempt_at"]
+    assert listed(api, delivery_id, status="dead") is None  # failing is not dead: it is retried
+    with pytest.raises(RpcError) as refused:
+        api.call("delivery.list", failing="yes")
+    assert refused.value.reason == "invalid_params" and refused.value.data["param"] == "failing"
 
 
 def test_delivery_methods_need_admin_and_stay_in_the_tenant(server, api, other_api, local, tenant_id, receiver, uow):

@@ -2,7 +2,8 @@
 import { h } from './dom.js';
 
 // Draws `xml` into a new box inside `host`. Resolves to a Diagram, or to null with `host`
-// showing why when the file cannot be drawn (not BPMN, or no diagram layout in it).
+// showing why when the file cannot be drawn. A file without diagram layout (no BPMNDI, as many
+// tools export) is laid out here by bpmn-auto-layout, and the drawing says that its layout is generated.
 export async function drawDiagram(host, xml, label = 'BPMN diagram') {
   const canvasBox = h('div', { class: 'diagram-canvas', role: 'img', 'aria-label': label });
   const controls = h('div', { class: 'diagram-controls' });
@@ -13,26 +14,80 @@ export async function drawDiagram(host, xml, label = 'BPMN diagram') {
     return null;
   }
   const viewer = new window.BpmnJS({ container: canvasBox });
+  let problem = null;
   try {
     await viewer.importXML(xml);
   } catch (err) {
+    problem = err;
+  }
+  let diagram = new Diagram(viewer);
+  let generated = false;
+  if (problem || diagram.shapes().length === 0) {
+    try {
+      await viewer.importXML(await layOut(xml));
+      diagram = new Diagram(viewer);
+      generated = diagram.shapes().length > 0;
+    } catch (err) {
+      problem = problem || err;
+    }
+  }
+  if (!generated && (problem || diagram.shapes().length === 0)) {
     viewer.destroy();
-    box.replaceChildren(h('p', { class: 'alert alert-warn' }, `This file cannot be drawn: ${err.message}`));
+    box.replaceChildren(h('p', { class: 'alert alert-warn' }, problem
+      ? `This file cannot be drawn: ${problem.message}`
+      : 'This file has no diagram layout (no BPMNDI section), and none could be generated. Its elements are listed below.'));
     return null;
   }
-  const diagram = new Diagram(viewer);
-  if (diagram.shapes().length === 0) {
-    viewer.destroy();
-    box.replaceChildren(h('p', { class: 'alert alert-warn' },
-      'This file has no diagram layout (no BPMNDI section), so there is nothing to draw. Its elements are listed below.'));
-    return null;
-  }
+  diagram.generated = generated;
   diagram.fit();
   controls.append(
     h('button', { type: 'button', class: 'small secondary', title: 'Fit the diagram to the view', onclick: () => diagram.fit() }, 'Fit'),
     h('button', { type: 'button', class: 'small secondary', 'aria-label': 'Zoom in', onclick: () => diagram.zoomBy(1.25) }, '+'),
     h('button', { type: 'button', class: 'small secondary', 'aria-label': 'Zoom out', onclick: () => diagram.zoomBy(0.8) }, '−'));
+  if (generated) {
+    box.before(h('p', { class: 'alert alert-info layout-note' },
+      'This file has no diagram layout of its own (no BPMNDI section), so the console laid it out: positions are generated, not the modeler\'s.'));
+  }
   return diagram;
+}
+
+// bpmn-auto-layout (vendored, loaded the first time a file needs it): the same model with a layout.
+let autoLayout = null;
+function layOut(xml) {
+  if (!autoLayout) {
+    autoLayout = new Promise((resolve, reject) => {
+      if (window.BpmnAutoLayout) { resolve(window.BpmnAutoLayout); return; }
+      const script = h('script', { src: 'vendor/bpmn-auto-layout.min.js' });
+      script.addEventListener('load', () => resolve(window.BpmnAutoLayout));
+      script.addEventListener('error', () => { autoLayout = null; reject(new Error('the layout library did not load')); });
+      document.head.append(script);
+    });
+  }
+  return autoLayout.then((library) => library.layoutProcess(withFlowReferences(xml)));
+}
+
+// bpmn-auto-layout follows each element's <incoming>/<outgoing> references, which Camunda Modeler
+// writes and many other tools (and hand-written files) leave out: they are added from the
+// sequence flows' sourceRef and targetRef, or the flows would be left undrawn.
+const BPMN_NS = 'http://www.omg.org/spec/BPMN/20100524/MODEL';
+function withFlowReferences(xml) {
+  const doc = new DOMParser().parseFromString(xml, 'application/xml');
+  if (doc.getElementsByTagName('parsererror').length) return xml;
+  const byId = new Map();
+  for (const element of doc.getElementsByTagNameNS(BPMN_NS, '*')) if (element.getAttribute('id')) byId.set(element.getAttribute('id'), element);
+  const has = (element, tag, id) => [...element.children].some((c) => c.localName === tag && c.namespaceURI === BPMN_NS && c.textContent.trim() === id);
+  for (const flow of doc.getElementsByTagNameNS(BPMN_NS, 'sequenceFlow')) {
+    const id = flow.getAttribute('id');
+    for (const [end, tag] of [['sourceRef', 'outgoing'], ['targetRef', 'incoming']]) {
+      const node = byId.get(flow.getAttribute(end));
+      if (!node || has(node, tag, id)) continue;
+      const reference = doc.createElementNS(BPMN_NS, `${node.prefix ? `${node.prefix}:` : ''}${tag}`);
+      reference.textContent = id;
+      const extensions = [...node.children].find((c) => c.localName === 'extensionElements' && c.namespaceURI === BPMN_NS);
+      node.insertBefore(reference, extensions ? extensions.nextSibling : node.firstChild);
+    }
+  }
+  return new XMLSerializer().serializeToString(doc);
 }
 
 class Diagram {
@@ -99,10 +154,10 @@ class Diagram {
   }
 }
 
-// Outlines each refused element in red with its message (definition.deploy's data.errors);
-// returns the errors that have no element on the diagram. Each note hangs below its element;
-// a note that would cover an earlier note or a refused element moves down below it (neighbours
-// are often refused together).
+// Outlines each refused element in red and pins a small badge to its top right corner; the badge
+// opens the element's messages (every message is also listed under the diagram). Collapsed badges
+// cover nothing of the neighbouring elements (refused elements are often neighbours).
+// Returns the errors that have no element on the diagram.
 export function showRefusals(diagram, errors) {
   const unplaced = [];
   const byElement = new Map();
@@ -114,34 +169,20 @@ export function showRefusals(diagram, errors) {
       unplaced.push(error);
     }
   }
-  const elements = [...byElement.keys()].map((id) => diagram.registry.get(id))
-    .sort((a, b) => (a.y + a.height) - (b.y + b.height) || a.x - b.x);
-  const placed = elements.map((e) => ({ x: e.x, y: e.y, w: e.width, h: e.height }));  // in diagram units
-  for (const element of elements) {
-    diagram.mark(element.id, 'baton-refused');
-    const note = h('div', { class: 'refusal-note', role: 'note' },
-      byElement.get(element.id).map((e) => h('p', {}, e.line ? `Line ${e.line}: ${e.message}` : e.message)));
-    const left = -10;
-    let top = element.height + 8;
-    let id = diagram.overlays.add(element.id, 'baton', { position: { top, left }, html: note });
-    // (the overlay layer is scaled as a whole, so the note's own size is in diagram units)
-    const box = () => ({ x: element.x + left, y: element.y + top, w: note.offsetWidth, h: note.offsetHeight });
-    let moved = true;
-    while (moved) {
-      moved = false;
-      for (const other of placed) {
-        const mine = box();
-        if (mine.x < other.x + other.w && other.x < mine.x + mine.w && mine.y < other.y + other.h && other.y < mine.y + mine.h) {
-          top = other.y + other.h + 4 - element.y;
-          moved = true;
-        }
-      }
-    }
-    if (top !== element.height + 8) {
-      diagram.overlays.remove(id);
-      id = diagram.overlays.add(element.id, 'baton', { position: { top, left }, html: note });
-    }
-    placed.push(box());
+  for (const [elementId, found] of byElement) {
+    diagram.mark(elementId, 'baton-refused');
+    const messages = found.map((e) => h('p', {}, e.line ? `Line ${e.line}: ${e.message}` : e.message));
+    const toggle = h('button', { type: 'button', class: 'refusal-toggle', 'aria-expanded': 'false',
+      'aria-label': `${found.length === 1 ? 'The problem' : `The ${found.length} problems`} of ${diagram.name(elementId)}`,
+      title: found.map((e) => e.message).join('\n') }, found.length === 1 ? '!' : String(found.length));
+    const note = h('div', { class: 'refusal-note collapsed', role: 'note' }, toggle, messages);
+    toggle.addEventListener('click', () => {
+      const open = note.classList.toggle('collapsed') === false;
+      toggle.setAttribute('aria-expanded', open ? 'true' : 'false');
+      note.parentElement && note.parentElement.classList.toggle('refusal-open', open);
+    });
+    const element = diagram.registry.get(elementId);
+    diagram.overlays.add(elementId, 'baton', { position: { top: -10, left: Math.max(0, element.width - 10) }, html: note });
   }
   return unplaced;
 }

@@ -35,16 +35,31 @@ export function replace(element, ...children) {
 
 const pad = (n) => String(n).padStart(2, '0');
 
-// ISO 8601 UTC from the API, shown in the browser's time zone: 2026-11-22 10:15:00.
+// The browser's zone as people read it ("UTC", "GMT+1", "CET"): every time shown says which zone it is in.
+function zoneOf(d) {
+  const part = new Intl.DateTimeFormat(undefined, { timeZoneName: 'short' }).formatToParts(d)
+    .find((p) => p.type === 'timeZoneName');
+  return part ? part.value : 'local time';
+}
+
+// ISO 8601 UTC from the API, shown in the browser's time zone, with the zone: 2026-11-22 10:15:00 GMT+1.
 export function when(iso) {
   if (!iso) return '—';
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return String(iso);
-  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())} ${zoneOf(d)}`;
 }
 
 export function timeOnly(iso) {
   return iso ? when(iso).slice(11) : '—';
+}
+
+// How far a due date is, in words: "in 3 h", "2 d ago".
+export function fromNow(iso) {
+  const ms = new Date(iso).getTime() - Date.now();
+  const minutes = Math.round(Math.abs(ms) / 60000);
+  const text = minutes < 60 ? `${minutes} min` : minutes < 48 * 60 ? `${Math.round(minutes / 60)} h` : `${Math.round(minutes / 1440)} d`;
+  return ms >= 0 ? `in ${text}` : `${text} ago`;
 }
 
 export function plural(n, one, many = `${one}s`) {

@@ -2,7 +2,7 @@
 import { call, forgetKey, storedKey } from './rpc.js';
 import { h, replace } from './dom.js';
 import { can, current, signedIn, signedOut } from './session.js';
-import { errorBox } from './widgets.js';
+import { errorBox, settleAnnouncement } from './widgets.js';
 import { renderSignIn } from './views/signin.js';
 
 const SECTIONS = [
@@ -57,7 +57,7 @@ function renderChrome() {
   const active = nav.querySelector('[aria-current="page"]');
   if (active) nav.scrollLeft = Math.max(0, active.offsetLeft - 16);  // a phone's scrolled nav shows where you are
   replace(who,
-    h('span', { class: 'who-name', title: `Key ${me.prefix} of tenant ${me.tenant}` }, `${me.name} · ${me.tenant}`),
+    h('span', { class: 'who-name', title: `Key ${me.prefix} of tenant ${me.tenant}` }, me.user ? `${me.user} (${me.name}) · ${me.tenant}` : `${me.name} · ${me.tenant}`),
     h('span', { class: 'who-perms', title: 'The permissions of this API key' }, `Permissions: ${me.permissions.join(', ')}`),
     h('button', { type: 'button', class: 'secondary small', onclick: signOut }, 'Sign out'));
 }
@@ -71,6 +71,7 @@ function signOut() {
 
 async function route() {
   const mine = ++generation;
+  settleAnnouncement();
   if (cleanup) {
     try { cleanup(); } catch (err) { /* a view's clean-up must not stop the next view */ }
     cleanup = null;

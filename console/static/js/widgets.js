@@ -18,13 +18,27 @@ export function infoBox(text) {
   return h('div', { class: 'alert alert-info' }, text);
 }
 
-// The page-wide status line (aria-live): confirmations and errors of actions.
+// The page-wide status line (aria-live): confirmations and errors of actions. A message outlives
+// at most the one navigation its action makes (``settleAnnouncement``, called on every route), and
+// the next message replaces it.
 export function announce(text, kind = 'ok') {
   const region = document.getElementById('status');
   region.className = `status status-${kind}`;
   replace(region, text);
+  announce.navigations = 1;
   clearTimeout(announce.timer);
-  announce.timer = setTimeout(() => { region.className = 'status'; region.replaceChildren(); }, 8000);
+  announce.timer = setTimeout(clearAnnouncement, 8000);
+}
+
+function clearAnnouncement() {
+  const region = document.getElementById('status');
+  region.className = 'status';
+  region.replaceChildren();
+}
+
+export function settleAnnouncement() {
+  if (announce.navigations > 0) announce.navigations -= 1;
+  else clearAnnouncement();
 }
 
 export function pager(answer, go) {
@@ -44,13 +58,16 @@ export function statusBadge(status) {
   return h('span', { class: `badge badge-${status}` }, status);
 }
 
+// On a phone (console.css) each row becomes a card whose cells carry their column's name
+// (data-label), so nothing is cut off and nothing needs scrolling sideways.
 export function table(caption, headers, rows, empty = 'Nothing here yet.') {
   if (rows.length === 0) return h('p', { class: 'empty' }, empty);
+  const labels = headers.map((name) => (typeof name === 'string' ? name : (name && name.textContent) || ''));
   return h('div', { class: 'table-wrap' },
-    h('table', {},
+    h('table', { class: 'cards-on-phone' },
       h('caption', { class: 'visually-hidden' }, caption),
       h('thead', {}, h('tr', {}, headers.map((name) => h('th', { scope: 'col' }, name)))),
-      h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((cell) => h('td', {}, cell)))))));
+      h('tbody', {}, rows.map((cells) => h('tr', {}, cells.map((cell, i) => h('td', { 'data-label': labels[i] || null }, cell)))))));
 }
 
 let fieldCount = 0;

@@ -1,4 +1,4 @@
-"""The 54 Camunda 7 example models (tests/corpus/camunda, Apache 2.0): at least 45 deploy and start,
+"""The 54 Camunda 7 example models (tests/corpus/camunda, Apache 2.0): at least 44 deploy and start,
 the rest are refused with reasons a Camunda user can act on (element, line, what to change).
 
 "Deploy" is ``deploy.parse_definitions`` (each executable pool a definition; no database needed);
@@ -37,6 +37,9 @@ REFUSED = {
     "usertask/task-form-embedded-bpmn-events/src/main/resources/invoicePayment.bpmn":
         "An error boundaryEvent catches",
     "usertask/task-form-embedded-json-variables/src/main/resources/process.bpmn": "the method call prop(...)",
+    # Its assignees come from a Java bean's methods, which Baton cannot call (issue 27 reads camunda:assignee).
+    "testing/assert/job-announcement-publication-process/src/test/resources/camunda-testing-job-announcement.bpmn":
+        "the method call findRequester(...)",
 }
 # What a process needs to start that a caller gives: variables, or the called definitions' files
 # (by code, as the engine resolves a call activity's calledElement).
@@ -105,7 +108,7 @@ def outcome(path: Path, engine) -> str:
     return "; ".join(parts)
 
 
-def test_at_least_45_deploy_and_start_the_rest_are_the_refused_ones(script_engine):
+def test_at_least_44_deploy_and_start_the_rest_are_the_refused_ones(script_engine):
     started = 0
     for path in FILES:
         if name(path) in REFUSED:
@@ -115,7 +118,7 @@ def test_at_least_45_deploy_and_start_the_rest_are_the_refused_ones(script_engin
             assert workflow.is_completed() or workflow.get_tasks(
                 state=TaskState.READY | TaskState.WAITING | TaskState.STARTED), name(path)
         started += 1
-    assert started == len(FILES) - len(REFUSED) >= 45
+    assert started == len(FILES) - len(REFUSED) >= 44
 
 
 def test_table(script_engine):

@@ -1,21 +1,24 @@
-// Channels: list with each channel's status, create (the settings its type needs), edit, delete.
+// Channels: list with each channel's status, the URL a web chat's site calls, the processes a
+// channel starts, create (the settings its type needs), edit, delete.
 // The form is built from the type descriptions in channel-types.js.
 import { call } from '../rpc.js';
 import { h, replace, when } from '../dom.js';
 import { can } from '../session.js';
 import { CHANNEL_TYPES, shownSetting, statusOf, typeOf } from '../channel-types.js';
-import { announce, confirmAction, dialog, field, goTo, pager, reloadView, table } from '../widgets.js';
+import { announce, confirmAction, copyButton, dialog, field, goTo, pager, reloadView, table } from '../widgets.js';
 
 export async function render(main, args, query) {
   const page = Number(query.get('page') || 1);
   const answer = await call('channel.list', { page, per_page: 20 });
+  const bound = can('definition.list') ? boundProcesses((await call('definition.list', { per_page: 100 })).items) : new Map();
   replace(main,
     h('div', { class: 'page-head' }, h('h1', {}, 'Channels'),
       h('div', { class: 'actions' }, h('button', { type: 'button', class: 'primary', onclick: create }, 'New channel…'))),
-    table('Channels', ['Name', 'Type', 'Connection', 'Status', 'Created', ''], answer.items.map((c) => [
+    table('Channels', ['Name', 'Type', 'Connection', 'Processes', 'Status', 'Created', ''], answer.items.map((c) => [
       h('span', {}, h('strong', {}, c.name), h('span', { class: 'muted' }, ` #${c.config_id}`)),
       typeOf(c).label,
       connection(c),
+      processes(bound.get(c.config_id)),
       status(c),
       when(c.created_at),
       h('div', { class: 'row-actions' },
@@ -25,10 +28,34 @@ export async function render(main, args, query) {
     pager(answer, (p) => goTo(`#/channels?page=${p}`)));
 }
 
-// Where the channel's messages go: the caller's URL for web chat, the messenger's bot otherwise.
+// The newest version of each code whose start event a channel triggers: config id -> [definition].
+function boundProcesses(definitions) {
+  const newest = new Map();
+  for (const d of definitions) if (!newest.has(d.code) || newest.get(d.code).version < d.version) newest.set(d.code, d);
+  const bound = new Map();
+  for (const d of newest.values()) {
+    for (const start of d.start_events || []) {
+      if (start.config_id === undefined || start.config_id === null) continue;
+      if (!bound.has(start.config_id)) bound.set(start.config_id, []);
+      bound.get(start.config_id).push(d);
+    }
+  }
+  return bound;
+}
+
+function processes(definitions) {
+  if (!definitions || !definitions.length) return h('span', { class: 'muted' }, 'none: a new chat is refused (409)');
+  return h('ul', { class: 'plain' }, definitions.map((d) => h('li', {}, h('a', { href: `#/definitions/${d.definition_id}` }, `${d.code} v${d.version}`))));
+}
+
+// Where the channel's messages go: the caller's URL for web chat, the messenger's bot otherwise;
+// for web chat also the URL its site posts customer messages to.
 function connection(c) {
   if (typeOf(c).callerWebhook) {
+    const inbound = `${location.origin}/channels/webchat/${c.config_id}/inbound`;
     return h('div', { class: 'connection' },
+      h('div', {}, 'the site posts to ', h('div', { class: 'url-cell' }, h('code', { class: 'url' }, inbound), copyButton(inbound, 'Copy'))),
+      h('div', { class: 'muted' }, 'with an API key holding conversation.send'),
       c.webhook_url ? h('div', {}, 'answers to ', h('code', { class: 'url' }, c.webhook_url)) : '—',
       h('div', { class: 'muted' }, c.has_secret ? 'signed (X-Baton-Signature)' : 'not signed'));
   }

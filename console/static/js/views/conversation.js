@@ -2,8 +2,8 @@
 // a reply box (conversation.send). New messages appear by themselves (polling every 2 s).
 import { call } from '../rpc.js';
 import { h, replace, when } from '../dom.js';
-import { can } from '../session.js';
-import { announce, describeError } from '../widgets.js';
+import { can, current } from '../session.js';
+import { announce, describeError, dialog, field, reloadView } from '../widgets.js';
 
 const POLL_MS = 2000;
 const PAGE = 50;
@@ -70,7 +70,7 @@ export async function render(main, [id]) {
   replace(main, h('div', { class: 'chat' },
     h('div', { class: 'chat-head' },
       h('p', { class: 'crumbs' }, h('a', { href: '#/conversations' }, 'Conversations'), ' / ', `#${bindingId}`),
-      h('h1', {}, info.title), h('p', { class: 'muted' }, info.meta)),
+      h('h1', {}, info.title), h('p', { class: 'muted' }, info.meta), holder(bindingId, info.conversation)),
     older, transcript, live, reply));
   transcript.scrollTop = transcript.scrollHeight;
 
@@ -93,6 +93,35 @@ export async function render(main, [id]) {
   return () => { stopped = true; clearTimeout(timer); };
 }
 
+// Who answers this customer: the operator holding the conversation, and claim / hand over.
+function holder(bindingId, c) {
+  if (!c) return null;
+  const me = current();
+  const mine = c.assignee && c.assignee === me.user;
+  const act = (method, params, done) => async () => {
+    try {
+      await call(method, { binding_id: bindingId, ...params });
+      announce(done);
+    } catch (err) {
+      announce(describeError(err), 'error');
+    }
+    reloadView();
+  };
+  const handOver = async () => {
+    const user = h('input', { type: 'text', maxlength: 200, autocomplete: 'off', value: c.assignee || '' });
+    const done = await dialog('Hand over this conversation', field('To the user', user,
+      'An operator\'s user name. Leave it empty to let anyone answer again.'),
+    { submit: 'Hand over', onSubmit: () => call('conversation.assign', { binding_id: bindingId, user: user.value.trim() || null }) });
+    if (done) { announce(done.assignee ? `${done.assignee} answers this customer now.` : 'Anyone may answer this customer now.'); reloadView(); }
+  };
+  return h('div', { class: 'holder' },
+    c.assignee ? h('span', { class: 'badge badge-held' }, mine ? 'You answer this customer' : `Held by ${c.assignee}`)
+      : h('span', { class: 'badge' }, 'Nobody holds it'),
+    c.candidate_group ? h('span', { class: 'muted' }, `handed to the group ${c.candidate_group}`) : null,
+    can('conversation.claim') && me.user && !c.assignee ? h('button', { type: 'button', class: 'small primary', onclick: act('conversation.claim', {}, 'You answer this customer now.') }, 'Claim') : null,
+    can('conversation.assign') ? h('button', { type: 'button', class: 'small secondary', onclick: handOver }, 'Hand over…') : null);
+}
+
 function bubble(m) {
   const author = AUTHORS[m.author] || m.author;
   return h('li', { class: `msg msg-${m.author} msg-${m.direction}` },
@@ -109,6 +138,7 @@ async function describeConversation(bindingId) {
     const c = answer.items.find((item) => item.binding_id === bindingId);
     if (c) {
       return {
+        conversation: c,
         title: c.external_username || c.external_user_id || c.chat_id,
         meta: [`${c.channel} · chat ${c.chat_id} · `, h('a', { href: `#/instances/${c.instance_id}` }, `instance ${c.instance_id}`), ` · since ${when(c.started_at)}`],
       };

@@ -15,6 +15,8 @@ export async function render(main) {
   const tasks = slot('task.list', { status: 'in_progress', per_page: 5 });
   const chats = slot('conversation.list', { per_page: 5 });
   const dead = slot('delivery.list', { status: 'dead', per_page: 1 });
+  const failing = slot('delivery.list', { failing: true, per_page: 1 });
+  const queued = slot('delivery.list', { status: 'queued', per_page: 1 });
   const definitions = slot('definition.list', { per_page: 10 });
   const answers = await batch(calls);
   const get = (i) => (i < 0 ? { missing: true } : answers[i]);
@@ -31,9 +33,18 @@ export async function render(main) {
   cards.append(card('Active conversations', get(chats), (r) => [
     h('p', { class: 'big' }, h('a', { href: '#/conversations' }, String(r.total))),
     h('ul', { class: 'plain' }, r.items.map((c) => h('li', {}, h('a', { href: `#/conversations/${c.binding_id}` }, c.external_username || c.chat_id), ` · ${c.channel}`)))]));
-  cards.append(card('Dead deliveries', get(dead), (r) => [
-    h('p', { class: `big ${r.total ? 'bad' : ''}` }, h('a', { href: '#/deliveries?status=dead' }, String(r.total))),
-    h('p', { class: 'muted' }, r.total ? 'Messages Baton gave up sending; retry them from Deliveries.' : 'Every message went out.')]));
+  cards.append(card('Dead deliveries', get(dead), (r) => {
+    const retrying = (get(failing).result || { total: 0 }).total;
+    const waiting = (get(queued).result || { total: 0 }).total - retrying;
+    let said = 'Every message went out.';
+    if (r.total) said = 'Messages Baton gave up sending; retry them from Deliveries.';
+    else if (retrying) said = 'None given up yet.';
+    else if (waiting > 0) said = `${waiting} on their way.`;
+    return [
+      h('p', { class: `big ${r.total ? 'bad' : ''}` }, h('a', { href: '#/deliveries?status=dead' }, String(r.total))),
+      retrying ? h('p', { class: 'failing' }, h('a', { href: '#/deliveries?status=failing' }, `${retrying} failing`), ', retried on a schedule.') : null,
+      h('p', { class: 'muted' }, said)];
+  }));
 
   const known = new Map(((get(definitions).result || {}).items || []).map((d) => [d.definition_id, `${d.code} v${d.version}`]));
   const failedSection = section('Failed instances', get(failed), (r) => table('Failed instances',

@@ -3,13 +3,16 @@ import { call } from '../rpc.js';
 import { h, replace, when } from '../dom.js';
 import { announce, field, goTo, pager, reloadView, table } from '../widgets.js';
 
-const STATUSES = ['dead', 'queued', 'sent'];
+const STATUSES = ['dead', 'failing', 'queued', 'sent'];  // failing: queued after a failed attempt
 
 export async function render(main, args, query) {
   const status = query.has('status') ? query.get('status') : 'dead';
   const page = Number(query.get('page') || 1);
-  const answer = await call('delivery.list', { status: status || null, page, per_page: 20 });
-  const select = h('select', {}, STATUSES.map((s) => h('option', { value: s }, s)), h('option', { value: '' }, 'all'));
+  const answer = await call('delivery.list', status === 'failing' ? { failing: true, page, per_page: 20 } : { status: status || null, page, per_page: 20 });
+  const [retrying, queued] = status === 'dead' && answer.total === 0
+    ? await Promise.all([call('delivery.list', { failing: true, per_page: 1 }), call('delivery.list', { status: 'queued', per_page: 1 })]).then(([f, q]) => [f.total, q.total])
+    : [0, 0];
+  const select = h('select', {}, STATUSES.map((s) => h('option', { value: s }, s === 'failing' ? 'failing (being retried)' : s)), h('option', { value: '' }, 'all'));
   select.value = status;
   const filter = h('form', { class: 'filters', 'aria-label': 'Filter deliveries' }, field('Status', select),
     h('button', { type: 'submit', class: 'secondary' }, 'Filter'));
@@ -18,11 +21,23 @@ export async function render(main, args, query) {
     h('p', { class: 'muted' }, 'Every answer to a customer and every task event is delivered at least once, retried for 24 hours, then kept as dead.'),
     filter,
     table('Deliveries', ['Id', 'Event', 'URL', 'Status', 'Attempts', 'Last error', 'Created', 'Next attempt', ''], answer.items.map((d) => [
-      String(d.delivery_id), d.event, h('code', { class: 'url' }, d.url), h('span', { class: `badge badge-${d.status === 'dead' ? 'failed' : d.status === 'sent' ? 'completed' : 'running'}` }, d.status),
+      String(d.delivery_id), d.event, h('code', { class: 'url' }, d.url), deliveryBadge(d),
       String(d.attempts), d.last_error || (d.last_status ? `HTTP ${d.last_status}` : '—'), when(d.created_at), when(d.next_attempt_at),
       d.status === 'sent' ? '' : h('button', { type: 'button', class: 'small', onclick: () => retry(d) }, 'Retry now')]),
-    status === 'dead' ? 'No dead delivery: every message went out.' : 'No delivery here.'),
+    status === 'dead' ? emptyDead(retrying, queued) : 'No delivery here.'),
     pager(answer, (p) => goTo(`#/deliveries?status=${status}&page=${p}`)));
+}
+
+// No dead delivery: say whether others are failing or still on their way before "every message went out".
+function emptyDead(retrying, queued) {
+  if (retrying) return `No dead delivery yet, but ${retrying} failing and being retried.`;
+  if (queued) return `No dead delivery; ${queued} on their way.`;
+  return 'No dead delivery: every message went out.';
+}
+
+function deliveryBadge(d) {
+  if (d.status === 'queued' && d.attempts > 0) return h('span', { class: 'badge badge-overdue', title: 'Failed; retried on a schedule' }, 'failing');
+  return h('span', { class: `badge badge-${d.status === 'dead' ? 'failed' : d.status === 'sent' ? 'completed' : 'running'}` }, d.status);
 }
 
 async function retry(d) {

@@ -109,8 +109,15 @@ function describeWait(w, path) {
   return parts.length ? parts.flatMap((p, i) => (i ? [' and ', p] : [p])) : [w.kind];
 }
 
+// An element's name: the diagram's, else the one its history steps carry (the path names what it
+// passed), else its id.
+function namer(path, diagram) {
+  const named = new Map(path.history.filter((step) => step.name).map((step) => [step.element_id, step.name]));
+  return (elementId) => (diagram && elementId ? diagram.name(elementId) : named.get(elementId) || elementId);
+}
+
 function renderWhere(where, status, path, diagram) {
-  const name = (elementId) => (diagram && elementId ? diagram.name(elementId) : elementId);
+  const name = namer(path, diagram);
   replace(where, h('h2', {}, 'Where it is'));
   if (path.failed) {
     where.append(h('div', { class: 'alert alert-error', role: 'alert' },
@@ -131,7 +138,7 @@ function renderWhere(where, status, path, diagram) {
 }
 
 function renderHistory(history, path, diagram) {
-  const name = (elementId) => (diagram ? diagram.name(elementId) : elementId);
+  const name = namer(path, diagram);
   const rows = path.history.slice().reverse().map((step) => [
     when(step.at), h('span', {}, step.name || name(step.element_id), ' ', h('code', { class: 'muted' }, step.element_id)),
     step.kind, h('span', { class: `step step-${step.state}` }, step.state)]);

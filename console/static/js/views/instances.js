@@ -1,9 +1,11 @@
 // Instances: filter by status and definition (or by the element they wait or failed at), paged;
-// bulk retry and bulk cancel of a selection.
+// bulk retry (with variables; an instance that fails again at once is reported as such) and bulk
+// cancel of a selection.
 import { batch, call } from '../rpc.js';
 import { h, plural, replace, when } from '../dom.js';
 import { can } from '../session.js';
-import { announce, confirmAction, field, goTo, pager, reloadView, statusBadge, table } from '../widgets.js';
+import { definitionNames } from '../names.js';
+import { announce, confirmAction, dialog, field, goTo, jsonEditor, pager, reloadView, statusBadge, table } from '../widgets.js';
 
 const STATUSES = ['running', 'failed', 'completed', 'cancelled'];
 
@@ -18,7 +20,7 @@ export async function render(main, args, query) {
     ? await call('definition.instances_at', { definition_id: definitionId, element_id: elementId, state: at, page, per_page: perPage })
     : await call('process.list', { status: status || null, definition_id: definitionId, page, per_page: perPage });
   const definitions = can('definition.list') ? (await call('definition.list', { per_page: 100 })).items : [];
-  const names = new Map(definitions.map((d) => [d.definition_id, `${d.code} v${d.version}`]));
+  const names = await definitionNames(answer.items);
 
   const hashFor = (changes) => {
     const params = new URLSearchParams(query);
@@ -74,7 +76,9 @@ export async function render(main, args, query) {
     box.addEventListener('change', () => { if (box.checked) selected.add(i); else selected.delete(i); refreshSelection(); });
     boxes.push(box);
     return [box, h('a', { href: `#/instances/${i.instance_id}` }, `#${i.instance_id}`),
-      names.has(i.definition_id) ? h('a', { href: `#/definitions/${i.definition_id}` }, names.get(i.definition_id)) : String(i.definition_id),
+      names.has(i.definition_id)
+        ? (can('definition.get') ? h('a', { href: `#/definitions/${i.definition_id}` }, names.get(i.definition_id)) : names.get(i.definition_id))
+        : `definition ${i.definition_id}`,
       statusBadge(i.status), where(i), when(i.started_at), when(i.completed_at)];
   });
 
@@ -83,14 +87,32 @@ export async function render(main, args, query) {
     const eligible = chosen.filter((i) => (action === 'retry' ? i.status === 'failed' : i.status === 'running'));
     const skipped = chosen.length - eligible.length;
     const verb = action === 'retry' ? 'Retry' : 'Cancel';
-    const ok = await confirmAction(`${verb} ${plural(eligible.length, 'instance')}`,
-      `${verb} ${plural(eligible.length, 'instance')}${skipped ? `; ${skipped} selected ${skipped === 1 ? 'is' : 'are'} not ${action === 'retry' ? 'failed' : 'running'} and will be left alone` : ''}.`,
-      `${verb} ${plural(eligible.length, 'instance')}`, action === 'cancel');
-    if (!ok) return;
-    const answers = await batch(eligible.map((i) => [`process.${action}`, { instance_id: i.instance_id }]));
+    const message = `${verb} ${plural(eligible.length, 'instance')}${skipped ? `; ${skipped} selected ${skipped === 1 ? 'is' : 'are'} not ${action === 'retry' ? 'failed' : 'running'} and will be left alone` : ''}.`;
+    let variables = {};
+    if (action === 'retry') {
+      const editor = jsonEditor('Variables to set first (optional)', {}, 5);
+      const ok = await dialog(`${verb} ${plural(eligible.length, 'instance')}`, h('div', {}, h('p', {}, message), editor.element),
+        { submit: `${verb} ${plural(eligible.length, 'instance')}`, onSubmit: () => { variables = editor.value(); return true; } });
+      if (!ok) return;
+    } else if (!await confirmAction(`${verb} ${plural(eligible.length, 'instance')}`, message, `${verb} ${plural(eligible.length, 'instance')}`, true)) {
+      return;
+    }
+    const params = (i) => (action === 'retry' && Object.keys(variables).length ? { instance_id: i.instance_id, variables } : { instance_id: i.instance_id });
+    const answers = await batch(eligible.map((i) => [`process.${action}`, params(i)]));
     const refused = answers.map((a, n) => (a.error ? `#${eligible[n].instance_id}: ${a.error.message}` : null)).filter(Boolean);
-    const done = answers.length - refused.length;
-    announce(`${verb}: ${done} done${refused.length ? `, ${refused.length} refused (${refused.join(' ')})` : ''}.`, refused.length ? 'error' : 'ok');
+    const accepted = eligible.filter((i, n) => !answers[n].error);
+    if (action === 'retry' && accepted.length) {
+      announce(`Retrying ${plural(accepted.length, 'instance')}…`);
+      const after = await settled(accepted.map((i) => i.instance_id));
+      const again = after.filter((s) => s.status === 'failed');
+      const resumed = after.length - again.length;
+      const parts = [`${resumed} resumed`];
+      if (again.length) parts.push(`${again.length} failed again (${again.map((s) => `#${s.instance_id} at ${(s.error && s.error.element_id) || '?'}: ${(s.error && s.error.message) || 'failed'}`).join('; ')})`);
+      if (refused.length) parts.push(`${refused.length} refused (${refused.join(' ')})`);
+      announce(`Retry: ${parts.join(', ')}.`, again.length || refused.length ? 'error' : 'ok');
+    } else {
+      announce(`${verb}: ${accepted.length} done${refused.length ? `, ${refused.length} refused (${refused.join(' ')})` : ''}.`, refused.length ? 'error' : 'ok');
+    }
     reloadView();
   }
 
@@ -101,6 +123,18 @@ export async function render(main, args, query) {
     table('Instances', ['', 'Instance', 'Definition', 'Status', 'Where', 'Started', 'Ended'], rows, 'No instance matches these filters.'),
     pager(answer, (p) => goTo(hashFor({ page: p }))));
   refreshSelection();
+}
+
+// The retried instances' status once each has run on to a wait, an end or a failure (at most ~4 s).
+async function settled(ids) {
+  let statuses = [];
+  for (let round = 0; round < 20; round += 1) {
+    await new Promise((resolve) => { setTimeout(resolve, round === 0 ? 150 : 200); });
+    const answers = await batch(ids.map((id) => ['process.status', { instance_id: id }]));
+    statuses = answers.map((a, n) => a.result || { instance_id: ids[n], status: 'unknown' });
+    if (statuses.every((s) => s.status !== 'running' || (s.waiting_for && s.waiting_for.length))) break;
+  }
+  return statuses;
 }
 
 // Where an instance is: the elements it waits at, or the one it failed at (element ids, as text);

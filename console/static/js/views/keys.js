@@ -1,4 +1,5 @@
-// API keys: create (the key is shown once, with a copy button), permissions, revoke.
+// API keys: create (the key is shown once, with a copy button), permissions, the operator a key
+// stands for (user and groups: who claims tasks and conversations with it), revoke.
 import { call } from '../rpc.js';
 import { h, replace, when } from '../dom.js';
 import { current } from '../session.js';
@@ -8,7 +9,7 @@ const COMMON = [
   ['*', 'everything, administration included'],
   ['admin', 'administration: definitions, keys, webhooks, channels, deliveries'],
   ['process.*', 'start, inspect, cancel, retry and message instances'],
-  ['task.*', 'list and complete tasks'],
+  ['task.*', 'list, claim, hand over and complete tasks'],
   ['conversation.*', 'read conversations and reply'],
 ];
 
@@ -20,8 +21,11 @@ export async function render(main, args, query) {
     h('div', { class: 'page-head' }, h('h1', {}, 'API keys'),
       h('div', { class: 'actions' }, h('button', { type: 'button', class: 'primary', onclick: create }, 'New key…'))),
     h('p', { class: 'muted' }, 'A key is shown once, when it is created; Baton keeps only its hash. Revoking takes effect on the next call.'),
-    table('API keys', ['Name', 'Prefix', 'Permissions', 'Created', 'Status', ''], answer.items.map((k) => [
-      h('strong', {}, k.name), h('code', {}, k.prefix), k.permissions.join(', '), when(k.created_at),
+    table('API keys', ['Name', 'Prefix', 'Permissions', 'Operator', 'Created', 'Status', ''], answer.items.map((k) => [
+      h('strong', {}, k.name), h('code', {}, k.prefix), k.permissions.join(', '),
+      k.user || (k.groups && k.groups.length) ? [k.user || h('span', { class: 'muted' }, 'no user'),
+        k.groups && k.groups.length ? h('span', { class: 'muted' }, ` · groups ${k.groups.join(', ')}`) : null] : '—',
+      when(k.created_at),
       k.revoked_at ? h('span', { class: 'badge badge-cancelled' }, `revoked ${when(k.revoked_at)}`) : h('span', { class: 'badge badge-running' }, k.key_id === me.key_id ? 'active (this session)' : 'active'),
       k.revoked_at ? '' : h('button', { type: 'button', class: 'small danger', onclick: () => revoke(k, me) }, 'Revoke…')])),
     pager(answer, (p) => goTo(`#/keys?page=${p}`)));
@@ -34,19 +38,29 @@ async function create() {
     return [box, h('div', { class: 'field field-check' }, box, h('label', { for: `perm-${i}` }, h('code', {}, permission), ` — ${meaning}`))];
   });
   const others = h('input', { type: 'text', placeholder: 'e.g. process.start, task.list', autocomplete: 'off' });
+  const user = h('input', { type: 'text', maxlength: 200, autocomplete: 'off', placeholder: 'e.g. ann' });
+  const groups = h('input', { type: 'text', autocomplete: 'off', placeholder: 'e.g. support, billing' });
   const created = await dialog('New API key', h('div', {},
     field('Name', name, 'Who or what uses it, e.g. "crm" or "ann (operator)".'),
     h('fieldset', {}, h('legend', {}, 'Permissions'), boxes.map(([, row]) => row),
-      field('Other permissions (comma separated)', others, 'A method name like process.start, or a group like task.*.'))),
+      field('Other permissions (comma separated)', others, 'A method name like process.start, or a group like task.*.')),
+    h('fieldset', {}, h('legend', {}, 'Operator (optional)'),
+      field('User', user, 'The person this key stands for: tasks and conversations they claim are held by this name.'),
+      field('Groups (comma separated)', groups, 'Their teams: tasks for these candidate groups appear under "My groups".'))),
   { submit: 'Create key', onSubmit: () => {
     const permissions = [...boxes.filter(([box]) => box.checked).map(([box]) => box.value),
       ...others.value.split(',').map((p) => p.trim()).filter(Boolean)];
-    return call('apikey.create', { name: name.value, permissions });
+    const params = { name: name.value, permissions };
+    if (user.value.trim()) params.user = user.value.trim();
+    const teams = groups.value.split(',').map((g) => g.trim()).filter(Boolean);
+    if (teams.length) params.groups = teams;
+    return call('apikey.create', params);
   } });
   if (!created) return;
   const shown = h('input', { type: 'text', readonly: true, value: created.api_key, class: 'code', 'aria-label': 'The new API key' });
   await dialog('Copy the new key now', h('div', {},
-    h('p', {}, h('strong', {}, 'This is the only time the key is shown.'), ` Key “${created.name}” with ${created.permissions.join(', ')}:`),
+    h('p', {}, h('strong', {}, 'This is the only time the key is shown.'), ` Key “${created.name}” with ${created.permissions.join(', ')}`,
+      created.user ? ` for ${created.user}` : '', ':'),
     h('div', { class: 'url-cell' }, shown, copyButton(created.api_key, 'Copy key'))), { submit: 'Done', cancel: null });
   reloadView();
 }

@@ -1,33 +1,88 @@
-// One task: its form and buttons, the variables it opened with; completing it returns to the inbox.
+// One task: who holds it and when it is due (claim, release, hand over), its form (a Camunda Form
+// drawn by form-js, or its form fields and buttons), the variables it opened with.
 import { call } from '../rpc.js';
 import { h, replace, when } from '../dom.js';
-import { can } from '../session.js';
+import { can, current } from '../session.js';
+import { camundaForm } from '../camunda-form.js';
 import { taskForm } from '../form.js';
 import { variablesTree } from '../tree.js';
-import { announce } from '../widgets.js';
+import { announce, dialog, field, reloadView } from '../widgets.js';
+import { dueBadge, holderText } from './tasks.js';
 
 export async function render(main, [id]) {
   const [task] = (await call('task.list', { task_id: Number(id) })).items;
   if (!task) throw new Error(`Task ${id} not found.`);
+  const me = current();
+  const title = task.name || task.element_id;
   const head = h('div', {},
     h('p', { class: 'crumbs' }, h('a', { href: '#/tasks' }, 'Tasks'), ' / ', `#${task.task_id}`),
-    h('h1', {}, task.name || task.element_id),
+    h('h1', {}, title),
     h('p', { class: 'muted' }, can('process.status') ? h('a', { href: `#/instances/${task.instance_id}` }, `Instance ${task.instance_id}`) : `Instance ${task.instance_id}`,
       ` · opened ${when(task.created_at)}`,
       task.binding_id && can('conversation.messages') ? [' · ', h('a', { href: `#/conversations/${task.binding_id}` }, 'open its conversation')] : null));
   if (task.status !== 'in_progress') {
     replace(main, head, h('p', { class: 'alert alert-info' }, `This task is ${task.status}${task.completed_at ? ` since ${when(task.completed_at)}` : ''}.`),
       h('section', { class: 'panel' }, h('h2', {}, 'Result'), variablesTree(task.result || {}, 'Result')));
-    return;
+    return null;
   }
-  const form = can('task.complete')
-    ? taskForm(task, async (result) => {
-      await call('task.complete', { task_id: task.task_id, result });
-      announce(`Task “${task.name || task.element_id}” completed.`);
-      location.hash = '#/tasks';
-    })
-    : h('p', { class: 'alert alert-info' }, 'Your API key may read tasks but not complete them (task.complete).');
-  replace(main, head, h('div', { class: 'task-layout' },
+  const heldByOther = task.assignee && task.assignee !== me.user && !can('task.assign');
+  const complete = async (result) => {
+    await call('task.complete', { task_id: task.task_id, result });
+    announce(`Task “${title}” completed.`);
+    location.hash = '#/tasks';
+  };
+  let form;
+  let destroy = null;
+  if (!can('task.complete')) {
+    form = h('p', { class: 'alert alert-info' }, 'Your API key may read tasks but not complete them (task.complete).');
+  } else if (heldByOther) {
+    form = h('p', { class: 'alert alert-info' }, `${task.assignee} holds this task: only they, or someone who may assign tasks, can complete it.`);
+  } else if (task.form_schema) {
+    const drawn = await camundaForm(task, complete);
+    form = drawn.element;
+    destroy = drawn.destroy;
+  } else {
+    form = taskForm(task, complete);
+  }
+  replace(main, head, holderPanel(task, me), h('div', { class: 'task-layout' },
     h('section', { class: 'panel' }, h('h2', {}, 'Form'), form),
     h('section', { class: 'panel' }, h('h2', {}, 'Variables when it opened'), variablesTree(task.variables))));
+  return destroy;
+}
+
+function holderPanel(task, me) {
+  const mine = task.assignee && task.assignee === me.user;
+  const act = (method, params, done) => async () => {
+    try {
+      await call(method, { task_id: task.task_id, ...params });
+      announce(done);
+    } catch (err) {
+      announce(err.message, 'error');
+    }
+    reloadView();
+  };
+  const actions = [];
+  if (can('task.claim') && me.user && !task.assignee) actions.push(h('button', { type: 'button', class: 'primary', onclick: act('task.claim', {}, 'The task is yours now.') }, 'Claim'));
+  if (can('task.unclaim') && task.assignee && (mine || can('task.assign'))) {
+    actions.push(h('button', { type: 'button', class: 'secondary', onclick: act('task.unclaim', {}, 'The task is back with its candidates.') }, 'Release'));
+  }
+  if (can('task.assign')) actions.push(h('button', { type: 'button', class: 'secondary', onclick: () => handOver(task) }, 'Hand over…'));
+  const facts = [['Held by', task.assignee ? h('span', { class: 'badge badge-held' }, mine ? `${task.assignee} (you)` : task.assignee) : 'nobody yet'],
+    ['For', holderText({ ...task, assignee: null }).replace(/^unassigned · for /, '').replace(/^unassigned$/, 'anyone')],
+    ['Due', task.due_at ? [when(task.due_at), ' ', dueBadge(task)] : 'no due date'],
+    ['Follow up', task.follow_up_at ? when(task.follow_up_at) : '—'],
+    ['Priority', String(task.priority)]];
+  return h('section', { class: 'panel', 'aria-label': 'Who holds this task' },
+    h('dl', { class: 'facts' }, facts.flatMap(([term, value]) => [h('dt', {}, term), h('dd', {}, value)])),
+    actions.length ? h('div', { class: 'holder' }, actions) : null);
+}
+
+async function handOver(task) {
+  const user = h('input', { type: 'text', maxlength: 200, autocomplete: 'off', value: task.assignee || '' });
+  const done = await dialog(`Hand over “${task.name || task.element_id}”`, h('div', {},
+    field('To the user', user, 'An operator\'s user name (the user of their API key). Leave it empty to give the task back to its candidates.')),
+  { submit: 'Hand over', onSubmit: () => call('task.assign', { task_id: task.task_id, user: user.value.trim() || null }) });
+  if (!done) return;
+  announce(done.assignee ? `The task is with ${done.assignee} now.` : 'The task is back with its candidates.');
+  reloadView();
 }

@@ -60,7 +60,7 @@ def test_a_first_message_writes_its_conversation_message_instance_and_start_job(
     assert _row(Conversation, Conversation.id == binding_id) == {
         "id": binding_id, "tenant_id": tenant_id, "channel_id": config_id, "chat_id": "c-1",
         "instance_id": instance_id, "status": "active", "external_user_id": "u-1", "external_username": "Zoë",
-        "closed_at": None}
+        "closed_at": None, "assignee": None, "candidate_group": None}
     assert _row(Message, Message.id == answer["message_id"]) == {
         "id": answer["message_id"], "tenant_id": tenant_id, "conversation_id": binding_id, "direction": "in",
         "author": "customer", "text": "hello ✓", "delivery_id": None, "reply_to_id": None, "content": None}
