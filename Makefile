@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test check lint bench fuzz install lock browser clean vendor vendor-update
+.PHONY: run test check lint bench fuzz install lock client browser clean vendor vendor-update
 
 # Exactly the versions and files of requirements.lock (every extra: ai, gunicorn, dev), checked
 # against its hashes; nothing else is resolved here.
@@ -21,6 +21,13 @@ lock: install
 	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
 	$(BIN)/uv pip compile --quiet pyproject.toml --all-extras --generate-hashes --python-version 3.11 \
 	  $(if $(UPGRADE),--upgrade) -o requirements.lock
+
+# baton/client/methods.py, the Python client's typed calls, from this checkout's method table (its
+# OpenRPC document); tests/unit/baton/test_client.py fails while the file is stale.
+client: install
+	$(BIN)/python -c 'import json, baton, rpc.methods, rpc.openrpc; print(json.dumps(rpc.openrpc.document(rpc.methods.build_methods(), version=baton.__version__, url="")))' \
+	  | $(BIN)/python -m baton.codegen - > baton/client/methods.py.new
+	mv baton/client/methods.py.new baton/client/methods.py
 
 run: install
 	$(BIN)/flask --app app serve

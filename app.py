@@ -18,6 +18,7 @@ from flask import Flask
 from flask_migrate import Migrate, upgrade
 
 import cli
+from baton import __version__
 from engine import json_values
 from engine.jobs.processes import default_count
 from engine.jobs.wakers import LongPoll, Wakers
@@ -28,13 +29,16 @@ from engine.store.workflows import SpecCache
 from engine.telemetry import logs, metrics_dir
 
 ROOT = Path(__file__).resolve().parent
+# The instance folder (the embedded default's database): beside the code in a checkout (make run),
+# in the directory it is started from when Baton is installed (pip install .), never in site-packages.
+INSTANCE = ROOT / "instance" if (ROOT / "pyproject.toml").is_file() else Path.cwd() / "instance"
 
 
 @dataclass(frozen=True)
 class Settings:
     """Every setting, its environment variable and its default (docs/operations.md lists them)."""
 
-    database_url: str = f"sqlite:///{ROOT / 'instance' / 'baton.db'}"  # DATABASE_URL
+    database_url: str = f"sqlite:///{INSTANCE / 'baton.db'}"  # DATABASE_URL
     public_url: str = "http://127.0.0.1:5000"                       # BATON_PUBLIC_URL
     workers: int | None = None                                      # BATON_WORKERS (unset: see worker_threads)
     worker_processes: int | None = None                             # BATON_WORKER_PROCESSES (unset: by cores)
@@ -311,7 +315,7 @@ def create_app(config: dict | None = None) -> Flask:
         raise ValueError("BATON_DB_POOL_SIZE must be at least 1.")
     logs.configure(settings.log_level, settings.log_format)
     quiet_spiff_loggers()  # every process runs workflows: the server's RPC calls too, not only workers
-    app = Flask(__name__, instance_path=str(ROOT / "instance"))
+    app = Flask(__name__, instance_path=str(INSTANCE))
     app.config.update(
         SQLALCHEMY_DATABASE_URI=settings.database_url,
         # No ping per checkout: PostgreSQL pings only connections that sat idle (configure_postgres).
@@ -364,7 +368,7 @@ def create_app(config: dict | None = None) -> Flask:
     long_poll = LongPoll(settings.max_long_polls)
     wakers.add(long_poll)  # a commit that opens external tasks wakes this process's long polls
     app.register_blueprint(rpc_blueprint(build_methods(), settings, units, specs=specs, long_poll=long_poll,
-                                         rate_limits=rate_limits))
+                                         rate_limits=rate_limits, version=__version__))
     app.register_blueprint(console_blueprint())
     if not app.debug:  # (debug answers are indented: Flask's path gives them)
         with app.app_context():

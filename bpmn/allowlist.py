@@ -31,13 +31,17 @@ FLOW_ELEMENTS: dict[str, frozenset[str]] = {
     # A message end or throw event throws its message by name with the thrower's variables;
     # SpiffWorkflow hands one nothing in the instance catches to the engine (workflow.get_events()),
     # which delivers it to the tenant's instances. A signal goes to every catcher, here and there.
+    # A cancel end event cancels the transaction around it (bpmn.checks.events: only there).
     "endEvent": _COMMON | {"terminateEventDefinition", "errorEventDefinition", "escalationEventDefinition",
-                           "messageEventDefinition", "signalEventDefinition"},
-    "intermediateCatchEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "signalEventDefinition"},
+                           "messageEventDefinition", "signalEventDefinition", "cancelEventDefinition"},
+    # A conditional catch or boundary event waits until its condition holds (bpmn.events).
+    "intermediateCatchEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "signalEventDefinition",
+                                         "conditionalEventDefinition"},
     "intermediateThrowEvent": _COMMON | {"escalationEventDefinition", "messageEventDefinition",
                                          "signalEventDefinition"},
     "boundaryEvent": _COMMON | {"timerEventDefinition", "messageEventDefinition", "signalEventDefinition",
-                                "errorEventDefinition", "escalationEventDefinition"},
+                                "errorEventDefinition", "escalationEventDefinition", "conditionalEventDefinition",
+                                "cancelEventDefinition"},
     "task": _ACTIVITY,
     "scriptTask": _ACTIVITY | {"script"},                    # Python, see SCRIPT_FORMATS
     "userTask": _ACTIVITY,
@@ -48,6 +52,8 @@ FLOW_ELEMENTS: dict[str, frozenset[str]] = {
     "receiveTask": _COMMON,                                  # with a messageRef
     "callActivity": _ACTIVITY,                               # calledElement: another definition's code
     "subProcess": _ACTIVITY,                                 # embedded, or an event subprocess
+    # Runs as an embedded subProcess; its cancel end events and cancel boundary, not compensation.
+    "transaction": _COMMON | DATA_DECLARATIONS,
     "exclusiveGateway": _COMMON,
     "parallelGateway": _COMMON,
     "inclusiveGateway": _COMMON,
@@ -59,7 +65,16 @@ FLOW_ELEMENTS: dict[str, frozenset[str]] = {
 PROCESS_DECLARATIONS = DATA_DECLARATIONS
 
 # Elements whose children are a process of their own, checked like the top-level process.
-CONTAINERS = frozenset({"subProcess"})
+CONTAINERS = frozenset({"subProcess", "transaction"})
+
+# The event definitions one event may combine (BPMN's "multiple": any of them; "parallel multiple",
+# parallelMultiple="true": all of them): a start event of the process, each part starting it (a
+# timer start stays an event of its own: Baton schedules it); a catch or boundary event, waiting.
+MULTIPLE_DEFINITIONS = {"startEvent": frozenset({"messageEventDefinition", "signalEventDefinition"}),
+                        "intermediateCatchEvent": frozenset({"messageEventDefinition", "signalEventDefinition",
+                                                             "timerEventDefinition"}),
+                        "boundaryEvent": frozenset({"messageEventDefinition", "signalEventDefinition",
+                                                    "timerEventDefinition"})}
 
 # Every element BPMN 2.0 allows inside a process or subprocess. Inside a container these are its
 # content (checked by the container's own pass); any other child is the container's own attribute.

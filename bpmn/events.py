@@ -17,6 +17,13 @@ Spec classes, each registered with the serializer (``bpmn.serializer``):
   has a payload expression, and to every waiting catcher of the instance), so the path that
   handles an error sees what the failed subprocess had computed.
   (Where they go is ``bpmn.scopes``, with the event subprocess classes.)
+* ``ConditionDefinition``: a conditional boundary or catch event fires once its condition (Python,
+  translated at deploy from JUEL or FEEL) is true. SpiffWorkflow checks a condition only when the
+  event starts waiting; ``refresh_conditions`` checks the waiting ones again after each step, as
+  Camunda does when variables change. A condition naming a variable the instance does not have
+  (yet) is not true, rather than an error.
+* ``MultipleDefinition``: a start event with several event definitions ("multiple", or "parallel
+  multiple" when each must occur) merges the variables of every event it caught.
 
 ``message_event`` and ``signal_event`` build the events the engine hands to ``workflow.send_event``;
 ``thrown_events`` reads what an instance threw for other instances; ``start_at`` makes a fresh
@@ -24,9 +31,14 @@ workflow begin at one chosen start event.
 """
 from __future__ import annotations
 
+import ast
+import functools
 from copy import deepcopy
 from typing import Any
 
+from SpiffWorkflow.bpmn.specs.event_definitions.conditional import ConditionalEventDefinition
+from SpiffWorkflow.bpmn.specs.event_definitions.multiple import MultipleEventDefinition
+from SpiffWorkflow.bpmn.specs.mixins.events.intermediate_event import BoundaryEvent
 from SpiffWorkflow.bpmn.specs.mixins.events.start_event import StartEvent as StartEventMixin
 from SpiffWorkflow.bpmn.util.event import BpmnEvent
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
@@ -35,6 +47,7 @@ from SpiffWorkflow.spiff.specs.event_definitions import (
 from SpiffWorkflow.util.task import TaskState
 
 from bpmn.scopes import deliver_in_scope
+from bpmn.spiff_internals import update
 from engine.errors import BatonError
 
 
@@ -155,6 +168,65 @@ class ErrorDefinition(_CarriesVariables, ErrorEventDefinition):
 
 class EscalationDefinition(_CarriesVariables, EscalationEventDefinition):
     pass
+
+
+class ConditionDefinition(ConditionalEventDefinition):
+    """A conditional event: fires once its condition holds over the instance's current variables
+    (a boundary event's: its activity's, inside a subprocess too), which its path then carries;
+    not before every variable the condition names exists."""
+
+    def has_fired(self, my_task):
+        my_task.data.update(_live_variables(my_task))
+        if not all(name in my_task.data for name in variables_named(self.expression)):
+            return False
+        return super().has_fired(my_task)
+
+
+_LIVE = TaskState.READY | TaskState.WAITING | TaskState.STARTED
+
+
+def _live_variables(my_task) -> dict[str, Any]:
+    """A waiting boundary event's copy of the variables is the one its activity started with: the
+    activity's own, and the tasks under way in its subprocess, are what the variables are now."""
+    if not isinstance(my_task.task_spec, BoundaryEvent) or my_task.parent is None:
+        return {}
+    found: dict[str, Any] = {}
+    for sibling in my_task.parent.children:
+        if sibling is my_task or isinstance(sibling.task_spec, BoundaryEvent):
+            continue
+        found.update(sibling.data)
+        subprocess = my_task.workflow.top_workflow.get_subprocess(sibling)
+        for task in subprocess.get_tasks(state=_LIVE) if subprocess is not None else ():
+            found.update(task.data)
+    return found
+
+
+@functools.lru_cache(maxsize=1024)
+def variables_named(expression: str) -> frozenset[str]:
+    """The variables a Python expression reads: its names, but for the functions it calls."""
+    tree = ast.parse(expression, mode="eval")
+    called = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    return frozenset(node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id not in called)
+
+
+def refresh_conditions(workflow: BpmnWorkflow) -> bool:
+    """Check the conditions of the waiting conditional events again; True when one fired (the
+    caller steps again)."""
+    fired = False
+    for task in list(workflow.event_manager.tasks.values()):
+        if isinstance(task.task_spec.event_definition, ConditionDefinition) and task.state == TaskState.WAITING:
+            update(task)
+            fired = fired or task.state != TaskState.WAITING
+    return fired
+
+
+class MultipleDefinition(MultipleEventDefinition):
+    """Several event definitions on one start event: the variables of each event caught are merged."""
+
+    def update_task_data(self, my_task):
+        for event in my_task.internal_data.get("seen_events", []):
+            if isinstance(event.payload, dict):
+                my_task.set_data(**event.payload)
 
 
 def message_event(name: str, variables: dict[str, Any] | None = None,

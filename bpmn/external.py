@@ -4,7 +4,9 @@ Camunda's pattern: the task has a *topic*; workers fetch and lock tasks of their
 work, and complete them (or report a failure or a BPMN error). The topic is read, in this order,
 from ``camunda:topic`` (with ``camunda:type="external"``), the text of ``camunda:class``,
 ``camunda:delegateExpression`` or ``camunda:expression`` (a Java delegate becomes a worker's
-topic), Zeebe's ``zeebe:taskDefinition type``, else the element id.
+topic), Zeebe's ``zeebe:taskDefinition type``, else the element id. A message end or throw event
+whose message definition names such an implementation is an external task too, as Camunda runs it:
+the worker does the sending, Baton throws nothing by name for it.
 
 ``ExternalTask`` is SpiffWorkflow 3.2's plain service task behaviour made explicit: running it does
 nothing, so ``do_engine_steps`` leaves it STARTED until the application completes it. The topic is
@@ -16,18 +18,17 @@ from __future__ import annotations
 from typing import Any
 
 from lxml import etree
-from SpiffWorkflow.bpmn.util.event import BpmnEvent
 from SpiffWorkflow.spiff.specs.defaults import ServiceTask
 from SpiffWorkflow.util.task import TaskState
 
+from bpmn.io_mapping import IoMapping
 from bpmn.profile import CAMUNDA_NS, NSMAP, ZEEBE_NS
-from bpmn.spiff_internals import update
 from engine.errors import BatonError
 
 _IMPLEMENTATIONS = ("class", "delegateExpression", "expression")
 
 
-class ExternalTask(ServiceTask):
+class ExternalTask(IoMapping, ServiceTask):
     """A task a worker completes: it parks STARTED (SpiffWorkflow: ``run()`` returned None)."""
 
     def _execute(self, task):
@@ -38,6 +39,23 @@ def topic_of(node: etree._Element) -> dict[str, str]:
     """``{"topic", "source", "element"}`` of a service, send or business rule task that names no
     operator (``element``: its BPMN kind, which ``waiting_for`` shows)."""
     return {**_topic(node), "element": etree.QName(node).localname}
+
+
+def message_implementation(node: etree._Element) -> etree._Element | None:
+    """The message definition of a message end or throw event that names a Camunda implementation
+    (``camunda:class``, ``delegateExpression``, ``expression``, ``type="external"``), else None."""
+    if etree.QName(node).localname not in ("endEvent", "intermediateThrowEvent"):
+        return None
+    definition = node.find(f"./{{{NSMAP['bpmn']}}}messageEventDefinition")
+    if definition is None or not any(definition.get(f"{{{CAMUNDA_NS}}}{attribute}")
+                                     for attribute in (*_IMPLEMENTATIONS, "type")):
+        return None
+    return definition
+
+
+def event_topic_of(node: etree._Element) -> dict[str, str]:
+    """``topic_of`` a message end or throw event run as an external task (``message_implementation``)."""
+    return {**_topic(message_implementation(node)), "element": etree.QName(node).localname}
 
 
 def _topic(node: etree._Element) -> dict[str, str]:
@@ -81,19 +99,10 @@ def throw_bpmn_error(task, error_code: str, message: str | None = None,
     """A worker's BPMN error: delivered to the error boundary events of the task that catch
     ``error_code`` (the boundary interrupts the task). Returns False when none catches it, in which
     case nothing changed and the caller fails the instance at the task."""
-    from bpmn.events import ErrorDefinition  # the catcher's class; events imports scopes, not us
+    from bpmn.task_throws import ERROR, throw_at_task  # events imports scopes, not us
 
     _require_waiting(task)
-    payload = {**task.data, **(variables or {})}
-    if message is not None:
-        payload.setdefault("errorMessage", message)
-    event = BpmnEvent(ErrorDefinition(error_code, code=error_code), payload=payload)
-    catchers = [t for t in task.workflow.top_workflow.event_manager.tasks.values()
-                if t.parent is task.parent and t is not task and t.task_spec.catches(t, event)]
-    for catcher in catchers:
-        catcher.task_spec.catch(catcher, event)
-        update(catcher)
-    return bool(catchers)
+    return throw_at_task(task, ERROR, error_code, message, variables)
 
 
 def _require_waiting(task) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from SpiffWorkflow.spiff.specs.defaults import ServiceTask
 
+from bpmn.io_mapping import IoMapping
+
 # The operators of the profile, by name (one place: the parser, the checks and the engine use these).
 HTTP, SEND_MESSAGE, AI_CHAT = "http", "send_message", "ai_chat"
 # Operators that call nobody run inside the advance (send_message), or in their own jobs that
@@ -21,7 +23,7 @@ def operator_of(task_spec) -> str | None:
     return task_spec.extensions.get("operator") if task_spec.manual and getattr(task_spec, "extensions", None) else None
 
 
-class OperatorTask(ServiceTask):
+class OperatorTask(IoMapping, ServiceTask):
 
     def _execute(self, task):
         return True  # the engine has done the work and stored its result before running the task

@@ -33,6 +33,7 @@ from SpiffWorkflow.bpmn.parser.util import full_tag
 from SpiffWorkflow.bpmn.specs.defaults import (
     BoundaryEvent, EndEvent, EventBasedGateway, ExclusiveGateway, InclusiveGateway,
     IntermediateCatchEvent, IntermediateThrowEvent, ParallelGateway, StartEvent)
+from SpiffWorkflow.bpmn.specs.event_definitions.multiple import MultipleEventDefinition
 from SpiffWorkflow.bpmn.specs.event_definitions.simple import NoneEventDefinition
 from SpiffWorkflow.bpmn.specs.event_definitions.timer import (
     CycleTimerEventDefinition, DurationTimerEventDefinition, TimeDateEventDefinition)
@@ -45,15 +46,20 @@ from SpiffWorkflow.spiff.parser.process import SpiffBpmnParser, SpiffProcessPars
 from SpiffWorkflow.spiff.parser.task_spec import (
     CallActivityParser, ScriptTaskParser, SpiffTaskParser, SubWorkflowParser, UserTaskParser)
 from SpiffWorkflow.spiff.specs.defaults import (
-    CallActivity, ManualTask, NoneTask, ReceiveTask, ScriptTask, SendTask, SubWorkflowTask, UserTask)
+    CallActivity, ManualTask, NoneTask, ReceiveTask, ScriptTask, SendTask, SubWorkflowTask, TransactionSubprocess,
+    UserTask)
 
 from bpmn import profile
 from bpmn.assignment import read_assignment
 from bpmn.camunda_forms import form_ref
+from bpmn.camunda_io import MAPPED, io_mapping_of, read_io_mapping
 from bpmn.cron import CronCycleDefinition
 from bpmn.dmn.task import DecisionTask, decision_config, decision_ref
-from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition, SignalDefinition
-from bpmn.external import ExternalTask, topic_of
+from bpmn.events import (ConditionDefinition, EscalationDefinition, ErrorDefinition, MessageDefinition,
+                         MultipleDefinition, SignalDefinition)
+from bpmn.expressions import translate
+from bpmn.external import ExternalTask, event_topic_of, message_implementation, topic_of
+from bpmn.io_mapping import MappedScriptTask
 from bpmn.loops import ParallelInstances, SequentialInstances
 from bpmn.operators import OperatorTask
 from bpmn.scopes import EventSubprocessStart, InterruptingStartEvent, ScopeEndJoin, connect_event_subprocess
@@ -75,6 +81,9 @@ class ProfileMixin:
         node = self.node if node is None else node
         extensions = super().parse_extensions(node)
         extensions["properties"] = profile.read_properties(node)
+        mapping = io_mapping_of(node) if etree.QName(node).localname in MAPPED else None
+        if mapping is not None:  # camunda:inputOutput: bpmn.io_mapping applies it
+            extensions["io"] = read_io_mapping(mapping).as_extension()
         return extensions
 
 
@@ -126,6 +135,19 @@ class EventMixin(ProfileMixin):
         _payload, variable = self.parse_message_extensions(message_event)
         return MessageDefinition(name, message_var=variable,
                                  description=self.get_event_description(message_event))
+
+    def parse_conditional_event(self, event):
+        condition = event.find(f"{{{profile.BPMN_NS}}}condition")
+        return ConditionDefinition(translate(clean_condition(condition.text)).python,
+                                   description=self.get_event_description(event))
+
+    def get_event_definition(self, xpaths):
+        # Several definitions on one event: Baton's class, which merges what each event carried.
+        definition = super().get_event_definition(xpaths)
+        if type(definition) is MultipleEventDefinition:
+            return MultipleDefinition(definition.event_definitions, definition.parallel,
+                                      description=definition.description)
+        return definition
 
     def parse_timer_event(self, event):
         timer = read_timer(event)
@@ -202,13 +224,23 @@ class BatonUserTaskParser(HumanTaskMixin, UserTaskParser):
     pass
 
 
+def with_spiff_scripts(parser, task):
+    """``task`` with the element's SpiffArena preScript and postScript (run in the sandbox when the
+    task becomes ready and when it completes), for the parsers that build their task themselves."""
+    extensions = SpiffTaskParser.parse_extensions(parser)
+    task.prescript = clean_script(extensions.get("preScript"))
+    task.postscript = clean_script(extensions.get("postScript"))
+    return task
+
+
 class BatonScriptTaskParser(ProfileMixin, ScriptTaskParser):
     def create_task(self):
         script = None
         for child in self.node:
             if isinstance(child.tag, str) and child.tag == full_tag("script"):
                 script = clean_script(child.text)
-        return self.spec_class(self.spec, self.bpmn_id, script, **self.bpmn_attributes)
+        spec_class = MappedScriptTask if io_mapping_of(self.node) is not None else self.spec_class
+        return with_spiff_scripts(self, spec_class(self.spec, self.bpmn_id, script, **self.bpmn_attributes))
 
 
 class BatonStartEventParser(EventMixin, SpiffStartEventParser):
@@ -235,13 +267,32 @@ class BatonStartEventParser(EventMixin, SpiffStartEventParser):
         return extensions
 
 
-class BatonEndEventParser(EventMixin, SpiffEndEventParser):
+class ImplementedMessageMixin:
+    """A message end or throw event with a Camunda implementation is an external task
+    (``bpmn.external.message_implementation``): a worker does the sending."""
+
+    def implemented_task(self):
+        if message_implementation(self.node) is None:
+            return None
+        return with_spiff_scripts(self, ExternalTask(self.spec, self.bpmn_id, operation_name=event_topic_of(self.node)["topic"],
+                                                     operation_params={}, result_variable=None, **self.bpmn_attributes))
+
+    def parse_extensions(self, node=None):
+        extensions = super().parse_extensions(node)
+        if node is None and message_implementation(self.node) is not None:
+            extensions["external"] = event_topic_of(self.node)
+        return extensions
+
+
+class BatonEndEventParser(ImplementedMessageMixin, EventMixin, SpiffEndEventParser):
     # SpiffWorkflow's end event parser does not read signal definitions (a signal end event would
     # throw nothing).
     def create_task(self):
-        definition = self.get_event_definition([MESSAGE_EVENT_XPATH, SIGNAL_EVENT_XPATH, CANCEL_EVENT_XPATH,
-                                                ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH, TERMINATION_EVENT_XPATH])
-        task = self._create_task(definition)
+        task = self.implemented_task()
+        if task is None:
+            definition = self.get_event_definition([MESSAGE_EVENT_XPATH, SIGNAL_EVENT_XPATH, CANCEL_EVENT_XPATH,
+                                                    ERROR_EVENT_XPATH, ESCALATION_EVENT_XPATH, TERMINATION_EVENT_XPATH])
+            task = self._create_task(definition)
         task.connect(self.spec.end)
         return task
 
@@ -250,8 +301,9 @@ class BatonIntermediateCatchEventParser(EventMixin, SpiffIntermediateCatchEventP
     pass
 
 
-class BatonIntermediateThrowEventParser(EventMixin, SpiffIntermediateThrowEventParser):
-    pass
+class BatonIntermediateThrowEventParser(ImplementedMessageMixin, EventMixin, SpiffIntermediateThrowEventParser):
+    def create_task(self):
+        return self.implemented_task() or super().create_task()
 
 
 class BatonBoundaryEventParser(EventMixin, SpiffBoundaryEventParser):
@@ -304,13 +356,13 @@ class OperatorTaskParser(ProfileMixin, SpiffTaskParser):
         properties = profile.read_properties(self.node)
         if not properties.get("operator"):
             return create_external_task(self)
-        return self.spec_class(
+        return with_spiff_scripts(self, self.spec_class(
             self.spec, self.bpmn_id,
             operation_name=properties.get("operator", ""),
             operation_params={},
             result_variable=properties.get("result_variable") or None,
             manual=True,
-            **self.bpmn_attributes)
+            **self.bpmn_attributes))
 
     def parse_extensions(self, node=None):
         extensions = super().parse_extensions(node)
@@ -322,8 +374,8 @@ class OperatorTaskParser(ProfileMixin, SpiffTaskParser):
 
 
 def create_external_task(parser) -> ExternalTask:
-    return ExternalTask(parser.spec, parser.bpmn_id, operation_name=topic_of(parser.node)["topic"],
-                        operation_params={}, result_variable=None, **parser.bpmn_attributes)
+    return with_spiff_scripts(parser, ExternalTask(parser.spec, parser.bpmn_id, operation_name=topic_of(parser.node)["topic"],
+                                                   operation_params={}, result_variable=None, **parser.bpmn_attributes))
 
 
 class BatonSendTaskParser(EventMixin, SpiffSendTaskParser):
@@ -353,7 +405,7 @@ class BusinessRuleTaskParser(ProfileMixin, SpiffTaskParser):
     def create_task(self):
         if decision_ref(self.node) is None:
             return create_external_task(self)
-        return DecisionTask(self.spec, self.bpmn_id, **self.bpmn_attributes)
+        return with_spiff_scripts(self, DecisionTask(self.spec, self.bpmn_id, **self.bpmn_attributes))
 
     def parse_extensions(self, node=None):
         extensions = super().parse_extensions(node)
@@ -433,6 +485,7 @@ class BatonBpmnParser(SpiffBpmnParser):
         full_tag("businessRuleTask"): (BusinessRuleTaskParser, DecisionTask),
         full_tag("eventBasedGateway"): (BatonEventBasedGatewayParser, EventBasedGateway),
         full_tag("subProcess"): (BatonSubWorkflowParser, SubWorkflowTask),
+        full_tag("transaction"): (BatonSubWorkflowParser, TransactionSubprocess),
         full_tag("callActivity"): (BatonCallActivityParser, CallActivity),
         full_tag("exclusiveGateway"): (BatonConditionalGatewayParser, ExclusiveGateway),
         full_tag("inclusiveGateway"): (BatonConditionalGatewayParser, InclusiveGateway),

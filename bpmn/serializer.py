@@ -23,7 +23,8 @@ from typing import Any, Callable
 
 import orjson
 from SpiffWorkflow.bpmn.serializer import BpmnWorkflowSerializer
-from SpiffWorkflow.bpmn.serializer.default.event_definition import TimerConditionalEventDefinitionConverter
+from SpiffWorkflow.bpmn.serializer.default.event_definition import (
+    MultipleEventDefinitionConverter, TimerConditionalEventDefinitionConverter)
 from SpiffWorkflow.bpmn.serializer.default.task_spec import BpmnTaskSpecConverter, EventConverter
 from SpiffWorkflow.bpmn.serializer.helpers.encoder import create_encoder
 from SpiffWorkflow.bpmn.serializer.helpers.registry import DefaultRegistry
@@ -34,14 +35,16 @@ from SpiffWorkflow.spiff.serializer.config import SPIFF_CONFIG
 from SpiffWorkflow.spiff.serializer.event_definition import (
     ErrorEscalationEventDefinitionConverter, ItemAwareEventDefinitionConverter, MessageEventDefinitionConverter)
 from SpiffWorkflow.spiff.serializer.task_spec import (
-    ServiceTaskConverter, SpiffBpmnTaskConverter, SpiffMultiInstanceConverter)
+    ScriptTaskConverter, ServiceTaskConverter, SpiffBpmnTaskConverter, SpiffMultiInstanceConverter)
 
 from bpmn.cron import CronCycleDefinition
 from bpmn.dmn.task import DecisionTask
-from bpmn.events import EscalationDefinition, ErrorDefinition, MessageDefinition, SignalDefinition
+from bpmn.events import (ConditionDefinition, EscalationDefinition, ErrorDefinition, MessageDefinition,
+                         MultipleDefinition, SignalDefinition)
 from bpmn.external import ExternalTask
 from bpmn.loops import ParallelInstances, SequentialInstances
 from bpmn.operators import OperatorTask
+from bpmn.io_mapping import MappedScriptTask
 from bpmn.scopes import EventSubprocessStart, InterruptingStartEvent, ScopeEndJoin
 from bpmn.spiff_internals import SpeclessWorkflowConverter, data_slots, encoder_mode
 from engine.errors import BatonError
@@ -59,7 +62,8 @@ BATON_CONFIG = {**SPIFF_CONFIG, MessageDefinition: MessageEventDefinitionConvert
                 SequentialInstances: SpiffMultiInstanceConverter,
                 ParallelInstances: SpiffMultiInstanceConverter, OperatorTask: ServiceTaskConverter,
                 ExternalTask: ServiceTaskConverter, CronCycleDefinition: TimerConditionalEventDefinitionConverter,
-                DecisionTask: SpiffBpmnTaskConverter}
+                DecisionTask: SpiffBpmnTaskConverter, ConditionDefinition: TimerConditionalEventDefinitionConverter,
+                MultipleDefinition: MultipleEventDefinitionConverter, MappedScriptTask: ScriptTaskConverter}
 
 
 class DataRegistry(DefaultRegistry):

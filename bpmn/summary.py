@@ -18,13 +18,16 @@ from bpmn.timers import read_timer
 @dataclass(frozen=True)
 class StartEventInfo:
     element_id: str
-    # webhook, a channel type, 'timer' (a top-level timer start), 'message', 'signal' or None
-    # (process.start)
+    # webhook, a channel type, 'timer' (a top-level timer start), 'message', 'signal', 'multiple'
+    # (several message and signal definitions) or None (process.start)
     trigger: str | None
     channel: str | None
     line: int | None = None
     message: str | None = None  # the message name of a message start event
     signal: str | None = None   # the signal name of a signal start event
+    messages: tuple[str, ...] = ()  # a multiple start event's messages and signals; parallel: all of
+    signals: tuple[str, ...] = ()   # them must occur (BPMN's parallel multiple), else any one
+    parallel: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,14 +51,18 @@ def start_events_of(process: etree._Element) -> list[StartEventInfo]:
         if local_name(element) == "startEvent":
             properties = profile.read_properties(element)
             trigger = start_trigger(element)
+            parts = trigger[1] if trigger[0] == "multiple" else ()
             events.append(StartEventInfo(
                 element_id=element.get("id"),
-                trigger=trigger[0] if trigger[0] in ("timer", "message", "signal")
+                trigger=trigger[0] if trigger[0] in ("timer", "message", "signal", "multiple")
                 else properties.get("trigger") or None,
                 channel=(properties.get("channel") or "").strip() or None,
                 line=element.sourceline,
                 message=trigger[1] if trigger[0] == "message" else None,
                 signal=trigger[1] if trigger[0] == "signal" else None,
+                messages=tuple(name for kind, name in parts if kind == "message"),
+                signals=tuple(name for kind, name in parts if kind == "signal"),
+                parallel=trigger[0] == "multiple" and trigger[2],
             ))
     return events
 
@@ -67,7 +74,7 @@ def default_start(starts: list[StartEventInfo]) -> str | None:
         if start.trigger is None:
             return start.element_id
     for start in starts:
-        if start.trigger not in ("message", "signal"):
+        if start.trigger not in ("message", "signal", "multiple"):
             return start.element_id
     return starts[0].element_id if starts else None
 

@@ -20,6 +20,9 @@ part of them that stays inside its own row. That is why:
   runtime, which reaches the rest of ``chat``, does not load the model providers.
 - ``errors`` and ``json_values`` are leaves (they reach nothing of Baton, like ``telemetry`` and
   ``ai``) on every row of the engine's parts and ``bpmn``.
+- ``baton`` is the installed package: its version (the OpenRPC document's), its command (which
+  runs the server's commands too) and the generator of the client's calls; ``baton.client``, the
+  Python client, reaches nothing of Baton: it talks to a server over HTTP only.
 - Only ``store`` touches Flask (the database extension lives there); engine/ and bpmn/ never import
   ``flask.request``.
 """
@@ -29,6 +32,8 @@ part of them that stays inside its own row. That is why:
 LAYERS = {
     "app": ("*",),
     "cli": ("*",),
+    "baton": ("*",),
+    "baton.client": (),
     "rpc": ("engine", "bpmn"),
     "channels": ("engine", "bpmn"),
     "console": (),

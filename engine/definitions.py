@@ -140,6 +140,8 @@ def _start_event(start, bound: dict[str, int], default: str | None) -> dict[str,
     for name in ("message", "signal"):
         if getattr(start, name, None):
             entry[name] = getattr(start, name)
+    if start.trigger == "multiple":  # what each part of a multiple start event waits for
+        entry.update(messages=list(start.messages), signals=list(start.signals), parallel=start.parallel)
     if start.element_id in bound:
         entry["config_id"] = bound[start.element_id]
     if start.element_id == default:

@@ -23,7 +23,7 @@ Flask error handlers (``channels/http.py``).
     ├── HttpStatusError       -32600 (its own word)    (its status)  what the web layer refuses by itself
     ├── CallActivityError     a call activity names a process that is not deployed (fails its instance)
     ├── OperatorError         an operator service task failed, e.g. HTTP after its retries (fails its instance)
-    ├── ExternalTaskError     a worker failed an external task for good, or its BPMN error found no catcher (fails its instance)
+    ├── ExternalTaskError     a worker failed an external task for good, or a BPMN error thrown at a task found no catcher (fails its instance)
     ├── ScriptError           a sandboxed script/condition/template failed (fails its instance)
     │   ├── SandboxLimitError     it broke the time or memory limit
     │   └── GuardrailError        the instance grew past a safety limit (steps, depth, time)

@@ -24,18 +24,18 @@ TASK_ASSIGN = "task.assign"
 CONVERSATION_ASSIGN = "conversation.assign"
 
 
-def operator_of(principal) -> str:
+def user_of_key(principal) -> str:
     """The calling key's user; InvalidParamsError when the key stands for nobody."""
     if not principal.user:
         raise InvalidParamsError(
             "This API key stands for no user, so it cannot claim or release: give the operator a key of "
             "their own (apikey.create with 'user'), or hand the work over with an assign method.",
-            data={"param": "user"})
+            data={"key": "no_user"})  # no param is wrong: the key is (docs/api.md#task-claim)
     return principal.user
 
 
 def claim_task(uow: UnitOfWork, principal, task_id: int) -> dict[str, Any]:
-    me = operator_of(principal)
+    me = user_of_key(principal)
     won = uow.execute(update(Task).where(
         Task.tenant_id == principal.tenant_id, Task.id == task_id, Task.status == "in_progress",
         or_(Task.assignee.is_(None), Task.assignee == me)).values(assignee=me)).rowcount == 1
@@ -53,7 +53,7 @@ def unclaim_task(uow: UnitOfWork, principal, task_id: int) -> dict[str, Any]:
     if principal.allows(TASK_ASSIGN):
         held_by.append(Task.assignee.is_not(None))
     else:
-        held_by.append(Task.assignee == operator_of(principal))
+        held_by.append(Task.assignee == user_of_key(principal))
     released = uow.execute(update(Task).where(
         Task.tenant_id == principal.tenant_id, Task.id == task_id, Task.status == "in_progress",
         or_(*held_by)).values(assignee=None)).rowcount == 1
@@ -100,7 +100,7 @@ def _task_answer(task: Task) -> dict[str, Any]:
 # --- conversations ---------------------------------------------------------------------------
 
 def claim_conversation(uow: UnitOfWork, principal, binding_id: int) -> dict[str, Any]:
-    me = operator_of(principal)
+    me = user_of_key(principal)
     won = uow.execute(update(Conversation).where(
         Conversation.tenant_id == principal.tenant_id, Conversation.id == binding_id,
         Conversation.status == "active", or_(Conversation.assignee.is_(None), Conversation.assignee == me))

@@ -1,58 +1,71 @@
-"""conversation.* methods: operator replies, active conversations, a conversation's messages."""
+"""conversation.* methods: operator replies, active conversations, a conversation's messages, and who
+holds a conversation."""
 from __future__ import annotations
 
 from engine import task_holders
 from engine.auth import MAX_NAME
 from engine.chat import channel_configs, conversations
 from engine.chat.outbox import MAX_TEXT
-from rpc.params import optional_one_of, optional_str, page_params, reject_unknown, require_int, require_str
 from rpc.registry import RpcMethod
-from rpc.tasks import ME, assignee_param
+from rpc.schema import ID, INT, PAGING, TEXT, TIME, Choice, Param, Text, nullable, obj, one_of, page_of
+from rpc.tasks import ASSIGNEE, ME, assignee_of
 
 
 def send(ctx, params):
-    reject_unknown(params, {"binding_id", "text"})
-    binding_id = require_int(params, "binding_id")
-    text = require_str(params, "text", max_len=MAX_TEXT)
-    return conversations.send(ctx.uow, ctx.tenant_id, binding_id, text, principal=ctx.principal)
+    return conversations.send(ctx.uow, ctx.tenant_id, params["binding_id"], params["text"], principal=ctx.principal)
 
 
 def list_(ctx, params):
-    reject_unknown(params, {"channel", "page", "per_page", "assignee", "candidate_group"})
-    page, per_page = page_params(params)
     assignee = conversations.ANYONE
     if "assignee" in params:
-        assignee = optional_str(params, "assignee", max_len=MAX_NAME)
+        assignee = params["assignee"]
         if assignee == ME:
-            assignee = task_holders.operator_of(ctx.principal)
+            assignee = task_holders.user_of_key(ctx.principal)
     return conversations.list_conversations(
-        ctx.uow, ctx.tenant_id, channel_type=optional_one_of(params, "channel", channel_configs.TYPES),
-        page=page, per_page=per_page, assignee=assignee,
-        candidate_group=optional_str(params, "candidate_group", max_len=MAX_NAME))
-
-
-def claim(ctx, params):
-    reject_unknown(params, {"binding_id"})
-    return task_holders.claim_conversation(ctx.uow, ctx.principal, require_int(params, "binding_id"))
-
-
-def assign(ctx, params):
-    reject_unknown(params, {"binding_id", "user"})
-    binding_id = require_int(params, "binding_id")
-    return task_holders.assign_conversation(ctx.uow, ctx.principal, binding_id, assignee_param(params))
+        ctx.uow, ctx.tenant_id, channel_type=params.get("channel"), page=params["page"],
+        per_page=params["per_page"], assignee=assignee, candidate_group=params.get("candidate_group"))
 
 
 def messages(ctx, params):
-    reject_unknown(params, {"binding_id", "page", "per_page"})
-    page, per_page = page_params(params)
-    return conversations.list_messages(ctx.uow, ctx.tenant_id, require_int(params, "binding_id"),
-                                       page=page, per_page=per_page)
+    return conversations.list_messages(ctx.uow, ctx.tenant_id, params["binding_id"], page=params["page"],
+                                       per_page=params["per_page"])
 
+
+def claim(ctx, params):
+    return task_holders.claim_conversation(ctx.uow, ctx.principal, params["binding_id"])
+
+
+def assign(ctx, params):
+    return task_holders.assign_conversation(ctx.uow, ctx.principal, params["binding_id"], assignee_of(params))
+
+
+BINDING = Param("binding_id", ID, required=True)
+CHANNEL_TYPE = one_of(*channel_configs.TYPES)
+CONVERSATION = obj(binding_id=INT, channel=CHANNEL_TYPE, config_id=INT, chat_id=TEXT,
+                   external_user_id=nullable(TEXT), external_username=nullable(TEXT), instance_id=INT,
+                   started_at=TIME, last_message_at=nullable(TIME), assignee=nullable(TEXT),
+                   candidate_group=nullable(TEXT))
+MESSAGE = obj(message_id=INT, direction=one_of("in", "out"), text=TEXT,
+              author=one_of("customer", "ai", "operator", "process"), created_at=TIME,
+              delivery=nullable(one_of("queued", "sent", "dead")))
+HOLDER = obj(binding_id=INT, status=TEXT, assignee=nullable(TEXT), candidate_group=nullable(TEXT))
 
 METHODS = (
-    RpcMethod("conversation.send", send),
-    RpcMethod("conversation.list", list_),
-    RpcMethod("conversation.messages", messages),
-    RpcMethod("conversation.claim", claim),
-    RpcMethod("conversation.assign", assign),
+    RpcMethod("conversation.send", send, summary="An operator's reply into a conversation, queued for delivery.",
+              params=(BINDING, Param("text", Text(max_len=MAX_TEXT), required=True)),
+              result=obj(binding_id=INT, message_id=INT, status=one_of("queued"))),
+    RpcMethod("conversation.list", list_, summary="The active conversations, newest first.",
+              params=(Param("channel", Choice(channel_configs.TYPES)),
+                      Param("assignee", Text(max_len=MAX_NAME), nullable=True,
+                            description=f"held by this user; '{ME}': the key's user; null: held by nobody"),
+                      Param("candidate_group", Text(max_len=MAX_NAME), description="offered to this group"),
+                      *PAGING),
+              result=page_of(CONVERSATION)),
+    RpcMethod("conversation.messages", messages, summary="A conversation's messages, newest first.",
+              params=(BINDING, *PAGING),
+              result=page_of(MESSAGE, binding_id=INT, channel=CHANNEL_TYPE, config_id=INT, chat_id=TEXT)),
+    RpcMethod("conversation.claim", claim, summary="Hold a conversation for the key's user; of two claims one wins.",
+              params=(BINDING,), result=HOLDER),
+    RpcMethod("conversation.assign", assign, summary="Hand a conversation to a user, or to nobody.",
+              params=(BINDING, ASSIGNEE), result=HOLDER),
 )

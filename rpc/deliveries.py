@@ -5,24 +5,28 @@ Answers never carry a body or a secret: bodies may hold customer text, secrets s
 from __future__ import annotations
 
 from engine.outbound import delivery
-from rpc.params import optional_bool, optional_one_of, page_params, reject_unknown, require_int
 from rpc.registry import RpcMethod
+from rpc.schema import ID, INT, PAGING, TEXT, TIME, Choice, Flag, Param, nullable, obj, one_of, page_of
 
 
 def delivery_list(ctx, params):
-    reject_unknown(params, {"status", "page", "per_page", "failing"})
-    page, per_page = page_params(params)
-    status = optional_one_of(params, "status", delivery.STATUSES)
-    return delivery.list_deliveries(ctx.uow, ctx.tenant_id, status=status, page=page, per_page=per_page,
-                                    failing=optional_bool(params, "failing"))
+    return delivery.list_deliveries(ctx.uow, ctx.tenant_id, status=params.get("status"), page=params["page"],
+                                    per_page=params["per_page"], failing=params.get("failing", False))
 
 
 def delivery_retry(ctx, params):
-    reject_unknown(params, {"delivery_id"})
-    return delivery.retry(ctx.uow, ctx.tenant_id, require_int(params, "delivery_id"))
+    return delivery.retry(ctx.uow, ctx.tenant_id, params["delivery_id"])
 
+
+DELIVERY = obj(delivery_id=INT, delivery_uid=TEXT, channel_id=nullable(INT), event=TEXT, url=TEXT,
+               status=one_of(*delivery.STATUSES), attempts=INT, last_status=nullable(INT), last_error=nullable(TEXT),
+               created_at=TIME, next_attempt_at=nullable(TIME), sent_at=nullable(TIME))
 
 METHODS = (
-    RpcMethod("delivery.list", delivery_list, "admin"),
-    RpcMethod("delivery.retry", delivery_retry, "admin"),
+    RpcMethod("delivery.list", delivery_list, "admin", summary="Outbound deliveries, newest first (never a body).",
+              params=(Param("status", Choice(delivery.STATUSES)),
+                      Param("failing", Flag(), description="only queued deliveries that failed at least once and wait for their next attempt"), *PAGING), result=page_of(DELIVERY)),
+    RpcMethod("delivery.retry", delivery_retry, "admin", summary="Queue a dead delivery again, now.",
+              params=(Param("delivery_id", ID, required=True),),
+              result=obj(delivery_id=INT, status=one_of(delivery.QUEUED))),
 )

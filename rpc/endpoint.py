@@ -42,6 +42,7 @@ from engine.errors import (BatonError, InvalidParamsError, InvalidRequestError, 
 from engine.store.db import is_nul_refusal, iso
 from engine.store.unit_of_work import Units, run_steps
 from engine.telemetry import context as log_context
+from rpc import openrpc
 from rpc.registry import MethodTable, RpcContext
 
 log = logging.getLogger("baton.rpc")
@@ -52,20 +53,31 @@ _NO_ID = object()
 
 
 def rpc_blueprint(methods: MethodTable, settings, units: Units, *, specs=None, long_poll=None,
-                  rate_limits=None) -> Blueprint:
+                  rate_limits=None, version: str = "0") -> Blueprint:
     """The endpoint over ``methods`` (``/v1/rpc``, and ``/rpc``, the legacy path where ``process_id``
     stands for ``definition_id``); ``settings``, the spec cache and the long poll reach the handlers in their context;
-    ``rate_limits`` (``engine.rate_limits``) counts each HTTP request of a key once, a batch as one."""
+    ``rate_limits`` (``engine.rate_limits``) counts each HTTP request of a key once, a batch as one.
+    ``GET /v1/openrpc.json`` serves the table's OpenRPC document (Baton ``version``) to anyone."""
     bp = Blueprint("rpc", __name__)
     verbs = ["GET", "POST", "PUT", "PATCH", "DELETE"]  # every verb is answered in JSON-RPC's shape
+    described = openrpc.document(methods, version=version, url=settings.public_url.rstrip("/") + "/v1/rpc")
+    served = json.dumps(described)
+    serve = dict(specs=specs, long_poll=long_poll, rate_limits=rate_limits, described=described)
 
     @bp.route("/v1/rpc", methods=verbs)
     def rpc_v1() -> Response:
-        return _serve(methods, settings, units, specs, long_poll, rate_limits, legacy=False)
+        return _serve(methods, settings, units, legacy=False, **serve)
 
     @bp.route("/rpc", methods=verbs)
     def rpc_legacy() -> Response:
-        return _serve(methods, settings, units, specs, long_poll, rate_limits, legacy=True)
+        return _serve(methods, settings, units, legacy=True, **serve)
+
+    @bp.route("/v1/openrpc.json", methods=["GET"])
+    def openrpc_document() -> Response:
+        # The API's description, nothing of a tenant: any page or tool may read it (OpenRPC's playground).
+        response = Response(served, content_type=_JSON)
+        response.headers["Access-Control-Allow-Origin"] = "*"
+        return response
 
     @bp.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
@@ -76,7 +88,8 @@ def rpc_blueprint(methods: MethodTable, settings, units: Units, *, specs=None, l
     return bp
 
 
-def _serve(methods: MethodTable, settings, units: Units, specs, long_poll, rate_limits, legacy: bool) -> Response:
+def _serve(methods: MethodTable, settings, units: Units, *, specs, long_poll, rate_limits, described,
+           legacy: bool) -> Response:
     if request.method != "POST":
         exc = MethodNotAllowedError(("POST",), "The JSON-RPC endpoint takes POST requests only.")
         response = _reply(_error_answer(exc, None), exc.http_status)
@@ -95,13 +108,13 @@ def _serve(methods: MethodTable, settings, units: Units, specs, long_poll, rate_
         log.exception("Authenticating a JSON-RPC call failed")
         return _reply(_error_answer(BatonError(), None), 500)
     try:
-        return _serve_calls(methods, settings, units, uow, principal, specs, long_poll, rate_limits, legacy)
+        return _serve_calls(methods, settings, units, uow, principal, specs, long_poll, rate_limits, described, legacy)
     finally:
         uow.rollback()  # nothing left open, whatever happened (a committed unit has nothing to undo)
 
 
 def _serve_calls(methods: MethodTable, settings, units: Units, uow, principal, specs, long_poll, rate_limits,
-                 legacy: bool) -> Response:
+                 described, legacy: bool) -> Response:
     log_context.set_ids(tenant_id=principal.tenant_id)
     if rate_limits is not None:
         try:
@@ -123,7 +136,7 @@ def _serve_calls(methods: MethodTable, settings, units: Units, uow, principal, s
         return _reply(_error_answer(InvalidRequestError(f"{exc}.", data={"where": exc.where}), None))
     uow.actor = principal.actor
     context = RpcContext(principal=principal, settings=settings, legacy=legacy, methods=methods, specs=specs,
-                         long_poll=long_poll, uow=uow, units=units)
+                         long_poll=long_poll, openrpc=described, uow=uow, units=units)
     if not isinstance(payload, list):
         return _reply(_answer(payload, context, methods, depth=0))
     if not payload:
@@ -239,7 +252,7 @@ def _invoke(context: RpcContext, methods: MethodTable, name: str, params: Any) -
             raise InvalidParamsError("Params must be an object of named parameters.")
         if context.legacy:
             params = _legacy_params(params)
-        result = method.handler(context, params)
+        result = method.call(context, params)
         context.uow.commit()
         # A method that calls another server between its writes (a messenger's webhook) says so
         # with ``Then``s: each call with no unit of work open, each step in one of its own.

@@ -2,28 +2,31 @@
 from __future__ import annotations
 
 from engine import messages
-from engine.errors import InvalidParamsError
-from rpc.params import optional_dict, reject_unknown, require_str
 from rpc.registry import RpcMethod
+from rpc.schema import INT, TEXT, Flag, JsonObject, Param, Text, array, obj
+
+NAME = Text(max_len=255)
+VARIABLES = Param("variables", JsonObject(),
+                  description="merged into the receiving element's variables (or the started instance's)")
 
 
 def correlate(ctx, params):
-    reject_unknown(params, {"name", "correlation", "variables", "all"})
-    every = params.get("all")
-    if every is not None and not isinstance(every, bool):
-        raise InvalidParamsError("Parameter 'all' must be true or false.", data={"param": "all"})
-    return messages.correlate(ctx.uow, ctx.tenant_id, require_str(params, "name", max_len=255),
-                              optional_dict(params, "correlation") or {}, optional_dict(params, "variables") or {},
-                              every=bool(every))
+    return messages.correlate(ctx.uow, ctx.tenant_id, params["name"], params.get("correlation") or {},
+                              params.get("variables") or {}, every=bool(params.get("all")))
 
 
 def broadcast(ctx, params):
-    reject_unknown(params, {"name", "variables"})
-    return messages.broadcast(ctx.uow, ctx.tenant_id, require_str(params, "name", max_len=255),
-                              optional_dict(params, "variables") or {})
+    return messages.broadcast(ctx.uow, ctx.tenant_id, params["name"], params.get("variables") or {})
 
 
 METHODS = (
-    RpcMethod("message.correlate", correlate),
-    RpcMethod("signal.broadcast", broadcast),
+    RpcMethod("message.correlate", correlate, summary="Deliver a message by name and correlation values.",
+              params=(Param("name", NAME, required=True, description="the message's name"),
+                      Param("correlation", JsonObject(), description="{key: value} the waiting instance must match"),
+                      VARIABLES,
+                      Param("all", Flag(), description="default false: the message may reach one instance only")),
+              result=obj(message=TEXT, reached=array(INT), started=array(INT))),
+    RpcMethod("signal.broadcast", broadcast, summary="Broadcast a signal to every waiting instance and signal start.",
+              params=(Param("name", NAME, required=True, description="the signal's name"), VARIABLES),
+              result=obj(signal=TEXT, reached=array(INT), started=array(INT))),
 )

@@ -1,12 +1,12 @@
 """Every JSON-RPC method Baton serves: the method groups' ``METHODS``, in one table."""
 from __future__ import annotations
 
-from rpc import (admin, channel_configs, conversations, deliveries, external, insight, messages, processes,
-                 tasks)
+from rpc import (admin, channel_configs, conversations, deliveries, discovery, external, insight, messages,
+                 processes, tasks)
 from rpc.registry import MethodTable
 
 
 def build_methods() -> MethodTable:
     return MethodTable([*processes.METHODS, *tasks.METHODS, *conversations.METHODS, *admin.METHODS,
                         *channel_configs.METHODS, *deliveries.METHODS, *external.METHODS, *messages.METHODS,
-                        *insight.METHODS])
+                        *insight.METHODS, *discovery.METHODS])

@@ -1,54 +1,73 @@
-"""process.* methods: thin checks of params, then the engine."""
+"""process.* methods: the declared params, then the engine."""
 from __future__ import annotations
 
 from engine import instances
-from rpc.params import (int_or_str, optional_dict, optional_int, optional_one_of, page_params, reject_unknown,
-                        require_int, require_str)
 from rpc.registry import RpcMethod
+from rpc.schema import (BOOL, ID, INT, OBJECT, PAGING, TEXT, TIME, Choice, IdOrCode, JsonObject, Param,
+                        Text, array, nullable, obj, one_of, page_of)
 
 
 def start(ctx, params):
-    reject_unknown(params, {"definition_id", "variables"})
-    reference = int_or_str(params, "definition_id")
-    variables = optional_dict(params, "variables")
-    definition = instances.resolve_definition(ctx.uow, ctx.tenant_id, reference)
-    return instances.start(ctx.uow, ctx.tenant_id, definition, variables)
+    definition = instances.resolve_definition(ctx.uow, ctx.tenant_id, params["definition_id"])
+    return instances.start(ctx.uow, ctx.tenant_id, definition, params.get("variables"))
 
 
 def status(ctx, params):
-    reject_unknown(params, {"instance_id"})
-    return instances.status(ctx.uow, ctx.tenant_id, require_int(params, "instance_id"))
+    return instances.status(ctx.uow, ctx.tenant_id, params["instance_id"])
 
 
 def cancel(ctx, params):
-    reject_unknown(params, {"instance_id"})
-    return instances.cancel(ctx.uow, ctx.tenant_id, require_int(params, "instance_id"))
+    return instances.cancel(ctx.uow, ctx.tenant_id, params["instance_id"])
 
 
 def list_(ctx, params):
-    reject_unknown(params, {"status", "definition_id", "page", "per_page"})
-    page, per_page = page_params(params)
-    return instances.list_instances(ctx.uow,
-        ctx.tenant_id, status=optional_one_of(params, "status", instances.STATUSES),
-        definition_id=optional_int(params, "definition_id", minimum=1), page=page, per_page=per_page)
+    return instances.list_instances(ctx.uow, ctx.tenant_id, status=params.get("status"),
+                                    definition_id=params.get("definition_id"), page=params["page"],
+                                    per_page=params["per_page"])
 
 
 def message(ctx, params):
-    reject_unknown(params, {"instance_id", "message", "variables"})
-    return instances.send_message(ctx.uow, ctx.tenant_id, require_int(params, "instance_id"),
-                                  require_str(params, "message", max_len=255), optional_dict(params, "variables"))
+    return instances.send_message(ctx.uow, ctx.tenant_id, params["instance_id"], params["message"],
+                                  params.get("variables"))
 
 
 def retry(ctx, params):
-    reject_unknown(params, {"instance_id", "variables"})
-    return instances.retry(ctx.uow, ctx.tenant_id, require_int(params, "instance_id"), optional_dict(params, "variables"))
+    return instances.retry(ctx.uow, ctx.tenant_id, params["instance_id"], params.get("variables"))
 
+
+INSTANCE = Param("instance_id", ID, required=True)
+VARIABLES = Param("variables", JsonObject(), description="merged into the instance's variables")
+STATUS = one_of(*instances.STATUSES)
+ERROR = nullable(obj(message=TEXT, element_id=nullable(TEXT)))
+# What an instance waits at (docs/api.md, process.status): the element and its kind, then what it waits for.
+WAITING = obj(("message", "messages", "correlation", "signal", "signals", "topic", "due_at", "operator"),
+              element_id=TEXT, kind=TEXT, message=TEXT, messages=array(TEXT), correlation=OBJECT, signal=TEXT,
+              signals=array(TEXT), topic=TEXT, due_at=TIME, operator=TEXT)
+# An instance in a list (process.list, definition.instances_at).
+INSTANCE_ITEM = obj(instance_id=INT, status=STATUS, definition_id=INT, started_at=TIME,
+                    completed_at=nullable(TIME), waiting_at=array(TEXT), failed_at=nullable(TEXT))
 
 METHODS = (
-    RpcMethod("process.start", start),
-    RpcMethod("process.status", status),
-    RpcMethod("process.cancel", cancel),
-    RpcMethod("process.list", list_),
-    RpcMethod("process.message", message),
-    RpcMethod("process.retry", retry),
+    RpcMethod("process.start", start, summary="Start an instance of a definition (a version, or a code's latest).",
+              params=(Param("definition_id", IdOrCode(), required=True,
+                            description="an integer: that version; a string: the code's latest version"),
+                      Param("variables", JsonObject(), description="the instance's first variables")),
+              result=obj(instance_id=INT, status=one_of("running"), definition_id=INT)),
+    RpcMethod("process.status", status, summary="An instance's status, variables, error and what it waits at.",
+              params=(INSTANCE,),
+              result=obj(instance_id=INT, status=STATUS, definition_id=INT, code=TEXT, version=INT, variables=OBJECT,
+                         started_at=TIME, completed_at=nullable(TIME), error=ERROR, waiting_for=array(WAITING))),
+    RpcMethod("process.cancel", cancel, summary="Cancel a running instance: its open tasks become cancelled.",
+              params=(INSTANCE,), result=obj(instance_id=INT, status=one_of("cancelled"))),
+    RpcMethod("process.list", list_, summary="The tenant's instances, newest first.",
+              params=(Param("status", Choice(instances.STATUSES)),
+                      Param("definition_id", ID, description="one exact version"), *PAGING),
+              result=page_of(INSTANCE_ITEM)),
+    RpcMethod("process.message", message, summary="Deliver a message to an instance waiting for it by name.",
+              params=(INSTANCE, Param("message", Text(max_len=255), required=True,
+                                      description="the BPMN message's name (else its id)"),
+                      Param("variables", JsonObject(), description="merged into the receiving element's variables")),
+              result=obj(instance_id=INT, delivered=BOOL)),
+    RpcMethod("process.retry", retry, summary="Resume a failed instance at the element that failed.",
+              params=(INSTANCE, VARIABLES), result=obj(instance_id=INT, status=one_of("running"))),
 )

@@ -1,16 +1,33 @@
 """The JSON-RPC method table: each method module declares its ``METHODS``; ``create_app`` builds the
 table (``rpc.build_methods``) and hands it to the endpoint.
 
-A handler is ``handler(ctx: RpcContext, params: dict) -> dict``. It checks its params with
-``rpc.params``, calls the engine with the call's unit of work (``ctx.uow``), raises errors from
-``engine.errors`` and returns a JSON-able dict. The adapter (``rpc/endpoint.py``) authenticates,
-checks ``permission``, commits the call's unit of work (or rolls it back) and translates errors.
+A method is declared once, as data, and that declaration is both the check of its params and its
+description in the OpenRPC document (``rpc.discover``, ``GET /v1/openrpc.json``)::
+
+    RpcMethod("process.message", message, summary="Deliver a message to a waiting instance.",
+              params=(Param("instance_id", ID, required=True),
+                      Param("message", Text(max_len=255), required=True, description="the message's name"),
+                      Param("variables", JsonObject())),
+              result=obj(instance_id=INT, delivered=BOOL))
+
+The adapter (``rpc/endpoint.py``) authenticates, checks ``permission``, checks the params against
+``params`` (``rpc.schema``: unknown names refused, each value checked, defaults filled in; ``null``
+counts as absent) and calls ``handler(ctx: RpcContext, params: dict) -> dict`` with the checked
+params. The handler calls the engine with the call's unit of work (``ctx.uow``), raises errors from
+``engine.errors`` and returns a JSON-able dict that ``result`` (a JSON Schema, ``rpc.schema``'s
+helpers) describes. The adapter commits the unit of work (or rolls it back) and translates errors.
+
+A method declared without ``params`` (the older form) gets its params unchecked and checks them
+itself with ``rpc.params``; it is published with no params, and tests/unit/rpc/test_openrpc.py fails
+until it is declared: converting one is moving its checks into ``params`` (the same messages).
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
+
+from rpc.schema import Param, check_params
 
 Handler = Callable[["RpcContext", dict[str, Any]], Any]
 
@@ -25,6 +42,7 @@ class RpcContext:
     methods: "MethodTable | None" = None  # the table the call came through (auth.whoami lists it)
     specs: Any = None  # the process's engine.store.workflows.SpecCache (methods that read instance state)
     long_poll: Any = None  # engine.jobs.wakers.LongPoll: how external.fetch_and_lock waits
+    openrpc: Any = None  # the OpenRPC document of the table (rpc.openrpc), built once per app
     uow: Any = None  # engine.store.unit_of_work.UnitOfWork: this call's, committed by the adapter
     units: Any = None  # engine.store.unit_of_work.Units: where the adapter begins the units of later steps
 
@@ -40,12 +58,19 @@ ANY_KEY = "any key"
 
 @dataclass(frozen=True)
 class RpcMethod:
-    """A method's name, its handler, and the permission a key needs (default: the name; ``ANY_KEY``:
-    none beyond being valid)."""
+    """A method's name, its handler, the permission a key needs (default: the name; ``ANY_KEY``:
+    none beyond being valid), and its declaration: params, result schema, a one-line summary."""
 
     name: str
     handler: Handler
     permission: str | None = None
+    params: tuple[Param, ...] | None = None  # None: undeclared, the handler checks its own params
+    result: dict[str, Any] = field(default_factory=dict)
+    summary: str = ""
+
+    def call(self, ctx: "RpcContext", params: dict[str, Any]) -> Any:
+        """The handler's answer to ``params``, checked against the declaration first."""
+        return self.handler(ctx, params if self.params is None else check_params(self.params, params))
 
     @property
     def needs(self) -> str:

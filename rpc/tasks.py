@@ -1,48 +1,45 @@
-"""task.* methods: list, claim, hand over and complete human tasks."""
+"""task.* methods: list, claim, hand over and complete human tasks, or end them with a BPMN error
+or escalation."""
 from __future__ import annotations
 
-from engine import task_holders, tasks
+from engine import task_holders, task_throws, tasks
 from engine.auth import MAX_NAME
 from engine.errors import InvalidParamsError
 from engine.runtime.task_assignment import group_token, user_token
-from rpc.params import (optional_bool, optional_dict, optional_int, optional_one_of, optional_str, page_params,
-                        reject_unknown, require_int)
 from rpc.registry import RpcMethod
+from rpc.schema import (ANY, ID, INT, OBJECT, PAGING, TEXT, TIME, Choice, Flag, JsonObject, Param, Text, array,
+                        nullable, obj, one_of, page_of)
 
 ME = "me"
+OPEN_ONLY = (None, "in_progress")
 
 
 def list_(ctx, params):
-    reject_unknown(params, {"status", "instance_id", "definition_id", "task_id", "page", "per_page", "assignee",
-                            "candidate_group", "mine", "overdue", "sort"})
-    page, per_page = page_params(params)
-    status = optional_one_of(params, "status", tasks.STATUSES)
+    status = params.get("status")
     where = tasks.TaskFilter(
-        status=status, instance_id=optional_int(params, "instance_id", minimum=1),
-        definition_id=optional_int(params, "definition_id", minimum=1),
-        task_id=optional_int(params, "task_id", minimum=1),
-        assignee=_assignee(ctx, params), audience=_audience(ctx, params, status),
-        overdue=optional_bool(params, "overdue"), sort=optional_one_of(params, "sort", tuple(tasks.SORTS), "created"))
-    if where.overdue and status not in (None, "in_progress"):
+        status=status, instance_id=params.get("instance_id"), definition_id=params.get("definition_id"),
+        task_id=params.get("task_id"), assignee=_assignee(ctx, params), audience=_audience(ctx, params, status),
+        overdue=params.get("overdue", False), sort=params["sort"])
+    if where.overdue and status not in OPEN_ONLY:
         raise InvalidParamsError("Parameter 'overdue' selects open tasks: leave 'status' out or make it "
                                  "'in_progress'.", data={"param": "overdue"})
-    return tasks.list_tasks(ctx.uow, ctx.tenant_id, page=page, per_page=per_page, where=where)
+    return tasks.list_tasks(ctx.uow, ctx.tenant_id, page=params["page"], per_page=params["per_page"], where=where)
 
 
 def _assignee(ctx, params):
     """``tasks.ANYONE`` when not given; None (given as null) for unassigned tasks; "me": the key's user."""
     if "assignee" not in params:
         return tasks.ANYONE
-    user = optional_str(params, "assignee", max_len=MAX_NAME)
-    return task_holders.operator_of(ctx.principal) if user == ME else user
+    user = params["assignee"]
+    return task_holders.user_of_key(ctx.principal) if user == ME else user
 
 
 def _audience(ctx, params, status):
-    mine = optional_bool(params, "mine")
-    group = optional_str(params, "candidate_group", max_len=MAX_NAME)
+    mine = params.get("mine", False)
+    group = params.get("candidate_group")
     if not mine and group is None:
         return None
-    if status not in (None, "in_progress"):
+    if status not in OPEN_ONLY:
         name = "mine" if mine else "candidate_group"
         raise InvalidParamsError(f"Parameter '{name}' selects open tasks: leave 'status' out or make it "
                                  "'in_progress'.", data={"param": name})
@@ -56,45 +53,94 @@ def _audience(ctx, params, status):
 
 
 def complete(ctx, params):
-    reject_unknown(params, {"task_id", "result"})
-    return tasks.complete(ctx.uow, ctx.tenant_id, require_int(params, "task_id"), optional_dict(params, "result"),
-                          principal=ctx.principal)
+    return tasks.complete(ctx.uow, ctx.tenant_id, params["task_id"], params.get("result"), principal=ctx.principal)
 
 
 def claim(ctx, params):
-    reject_unknown(params, {"task_id"})
-    return task_holders.claim_task(ctx.uow, ctx.principal, require_int(params, "task_id"))
+    return task_holders.claim_task(ctx.uow, ctx.principal, params["task_id"])
 
 
 def unclaim(ctx, params):
-    reject_unknown(params, {"task_id"})
-    return task_holders.unclaim_task(ctx.uow, ctx.principal, require_int(params, "task_id"))
+    return task_holders.unclaim_task(ctx.uow, ctx.principal, params["task_id"])
 
 
 def assign(ctx, params):
-    reject_unknown(params, {"task_id", "user"})
-    task_id = require_int(params, "task_id")
-    return task_holders.assign_task(ctx.uow, ctx.principal, task_id, assignee_param(params))
+    return task_holders.assign_task(ctx.uow, ctx.principal, params["task_id"], assignee_of(params))
 
 
-def assignee_param(params) -> str | None:
-    """``user`` of an assign method: required, a name or null (to nobody)."""
-    if "user" not in params:
-        raise InvalidParamsError("Missing required parameter 'user' (a user name, or null to hand it to nobody).",
-                                 data={"param": "user"})
+def assignee_of(params) -> str | None:
+    """The ``user`` of an assign method (declared by ``ASSIGNEE``): a name without commas, or null."""
     user = params["user"]
     if user is None:
         return None
-    if not isinstance(user, str) or not user.strip() or len(user) > MAX_NAME or "," in user:
+    if not user.strip() or "," in user:
         raise InvalidParamsError(f"Parameter 'user' must be a user name of 1 to {MAX_NAME} characters (no commas), "
                                  "or null.", data={"param": "user"})
     return user.strip()
 
 
+ASSIGNEE = Param("user", Text(max_len=MAX_NAME), required=True, nullable=True,
+                 description="a user name, or null to hand it to nobody")
+
+
+def bpmn_error(ctx, params):
+    return task_throws.throw(ctx.uow, ctx.tenant_id, params["task_id"], task_throws.ERROR, params["error_code"],
+                             params.get("message"), params.get("variables") or {}, ctx.specs)
+
+
+def bpmn_escalation(ctx, params):
+    return task_throws.throw(ctx.uow, ctx.tenant_id, params["task_id"], task_throws.ESCALATION,
+                             params["escalation_code"], None, params.get("variables") or {}, ctx.specs)
+
+
+FORM_FIELD = obj(("options", "default"), id=TEXT, label=TEXT, type=TEXT, required={"type": "boolean"},
+                 options=array(obj(id=TEXT, name=TEXT)), default=ANY)
+TASK = obj(task_id=INT, instance_id=INT, definition_id=INT, element_id=TEXT, name=nullable(TEXT),
+           status=one_of(*tasks.STATUSES), form=array(FORM_FIELD), buttons=array(TEXT), binding_id=nullable(INT),
+           variables=OBJECT, created_at=TIME, completed_at=nullable(TIME), result=nullable(OBJECT),
+           assignee=nullable(TEXT), candidate_users=array(TEXT), candidate_groups=array(TEXT),
+           due_at=nullable(TIME), follow_up_at=nullable(TIME), priority=nullable(INT),
+           form_schema=nullable(OBJECT))
+HOLDERS = obj(task_id=INT, status=one_of(*tasks.STATUSES), assignee=nullable(TEXT), candidate_users=array(TEXT),
+              candidate_groups=array(TEXT))
+
 METHODS = (
-    RpcMethod("task.list", list_),
-    RpcMethod("task.complete", complete),
-    RpcMethod("task.claim", claim),
-    RpcMethod("task.unclaim", unclaim),
-    RpcMethod("task.assign", assign),
+    RpcMethod("task.list", list_, summary="Human tasks (user and manual tasks), newest first.",
+              params=(Param("status", Choice(tasks.STATUSES)), Param("instance_id", ID), Param("definition_id", ID),
+                      Param("task_id", ID, description="one task: a page of at most one item"),
+                      Param("assignee", Text(max_len=MAX_NAME), nullable=True,
+                            description=f"tasks held by this user; '{ME}': the key's user; null: held by nobody"),
+                      Param("candidate_group", Text(max_len=MAX_NAME),
+                            description="open tasks of this group that nobody holds"),
+                      Param("mine", Flag(), description="open tasks held by the key's user or offered to it or "
+                                                        "its groups"),
+                      Param("overdue", Flag(), description="open tasks past their due date"),
+                      Param("sort", Choice(tuple(tasks.SORTS)), default="created",
+                            description="created: newest first; due: soonest due first, undated last; "
+                                        "priority: highest first"),
+                      *PAGING),
+              result=page_of(TASK)),
+    RpcMethod("task.complete", complete, summary="Complete a task; the result's keys become instance variables.",
+              params=(Param("task_id", ID, required=True),
+                      Param("result", JsonObject(), description="checked against the task's form and buttons")),
+              result=obj(task_id=INT, status=one_of("completed"), instance_id=INT)),
+    RpcMethod("task.claim", claim, summary="Hold an open task for the key's user; of two claims one wins.",
+              params=(Param("task_id", ID, required=True),), result=HOLDERS),
+    RpcMethod("task.unclaim", unclaim, summary="Give back a task the key's user holds (an admin: any task).",
+              params=(Param("task_id", ID, required=True),), result=HOLDERS),
+    RpcMethod("task.assign", assign, summary="Hand an open task to a user, or to nobody.",
+              params=(Param("task_id", ID, required=True), ASSIGNEE), result=HOLDERS),
+    RpcMethod("task.bpmn_error", bpmn_error, summary="End a task with a BPMN error that an error boundary event "
+              "of the task catches (Camunda's handleBpmnError).",
+              params=(Param("task_id", ID, required=True), Param("error_code", Text(max_len=255), required=True),
+                      Param("message", Text(max_len=2000), description="the boundary's path gets it as errorMessage"),
+                      Param("variables", JsonObject(), description="merged into the variables the boundary's path "
+                                                                   "goes on with")),
+              result=obj(task_id=INT, status=one_of("cancelled"), instance_id=INT)),
+    RpcMethod("task.bpmn_escalation", bpmn_escalation, summary="Raise an escalation at a task that an escalation "
+              "boundary event of the task catches (Camunda's handleEscalation).",
+              params=(Param("task_id", ID, required=True), Param("escalation_code", Text(max_len=255), required=True),
+                      Param("variables", JsonObject(), description="merged into the variables the boundary's path "
+                                                                   "goes on with")),
+              result=obj(task_id=INT, status=one_of("in_progress", "cancelled"), instance_id=INT)),
 )

@@ -30,9 +30,13 @@ class Raw(str):
 
 
 def method_params() -> dict[str, list[str]]:
-    """Every method's name -> the param names its handler accepts (its ``reject_unknown`` set)."""
+    """Every method's name -> the param names it accepts: its declaration's (``rpc.schema``), else,
+    for a method still declared the old way, its handler's ``reject_unknown`` set."""
     table = {}
     for name, method in build_methods().items():
+        if method.params is not None:
+            table[name] = [param.name for param in method.params]
+            continue
         try:
             source = inspect.getsource(method.handler)
         except (OSError, TypeError):

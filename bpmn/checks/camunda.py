@@ -3,9 +3,11 @@
 A Java delegate on a service or send task is not refused: the task becomes an external task whose
 topic is the delegate's name (``bpmn.external``), so a worker can do that work. What has no worker
 is refused: listeners (Java, script or expression code run on element events), Camunda Connect
-connectors, input/output mappings, script resources, Java or expression implementations on message
-throw events, and ``camunda:type="external"`` without a topic. A user task's assignment, due dates,
-priority and Camunda Form are read by ``bpmn.assignment`` and ``bpmn.camunda_forms``; other Camunda
+connectors, input/output mappings but on script and service tasks (``bpmn.camunda_io``) and their
+scripts in other languages than Python, script resources, and ``camunda:type="external"`` without
+a topic. A message end or throw event whose definition names a Java or expression implementation
+runs as an external task, as a service task does. A user task's assignment, due dates, priority
+and Camunda Form are read by ``bpmn.assignment`` and ``bpmn.camunda_forms``; other Camunda
 attributes (other form keys, async flags, history time to live, field injections) configure
 Camunda's engine and are ignored.
 """
@@ -13,15 +15,16 @@ from __future__ import annotations
 
 from lxml import etree
 
-from bpmn.checks.elements import MAX_NAME, bpmn_children, content, event_definition, is_container
+from bpmn.allowlist import SCRIPT_FORMATS
+from bpmn.camunda_io import MAPPED, read_io_mapping
+from bpmn.checks.elements import MAX_NAME, bpmn_children, content, is_container
 from bpmn.checks.events import is_external_task
-from bpmn.external import topic_of
+from bpmn.external import event_topic_of, message_implementation, topic_of
 from bpmn.issues import Issues, local_name
 from bpmn.profile import CAMUNDA_NS, ZEEBE_NS
 
 _LISTENER_FIX = ("Baton runs no listener code; put the work in a scriptTask (Python) or in a serviceTask "
                  "that an external worker completes, before or after this element.")
-_IMPLEMENTATIONS = ("class", "delegateExpression", "expression", "type")
 
 
 def check_camunda(container: etree._Element, issues: Issues) -> None:
@@ -40,14 +43,12 @@ def check_camunda(container: etree._Element, issues: Issues) -> None:
         if tag == "scriptTask" and element.get(f"{{{CAMUNDA_NS}}}resource"):
             issues.add(element, f"scriptTask camunda:resource '{element.get(f'{{{CAMUNDA_NS}}}resource')}' is "
                                 "not supported: write the script inline, in Python.")
-        definition = event_definition(element)
-        if definition is not None and local_name(definition) == "messageEventDefinition" \
-                and tag in ("endEvent", "intermediateThrowEvent"):
-            for attribute in _IMPLEMENTATIONS:
-                if definition.get(f"{{{CAMUNDA_NS}}}{attribute}"):
-                    issues.add(element, f"{tag} messageEventDefinition with camunda:{attribute} is not supported: "
-                                        f"Baton throws the message itself (by its name, with the variables); "
-                                        f"remove camunda:{attribute}.", at=definition)
+        implementation = message_implementation(element)
+        if implementation is not None:  # an external task: a worker does the sending
+            _check_external(implementation, f"{tag} messageEventDefinition", issues, at=element)
+            if len(event_topic_of(element)["topic"]) > MAX_NAME:
+                issues.add(element, f"{tag} topic '{event_topic_of(element)['topic'][:40]}...' is longer than "
+                                    f"{MAX_NAME} characters; give it a shorter camunda:topic.")
 
 
 def _camunda_extensions(element: etree._Element):
@@ -65,20 +66,29 @@ def _check_extension(element, tag: str, extension, issues: Issues) -> None:
         issues.add(element, f"{tag} with camunda:{kind} ({code}) is not supported: {_LISTENER_FIX}", at=extension)
     elif kind == "connector":
         connector = (extension.findtext(f"{{{CAMUNDA_NS}}}connectorId") or "").strip() or "a connector"
-        issues.add(element, f"{tag} with camunda:connector ({connector}) is not supported: for an HTTP call give "
-                            "it the properties operator = http, url, method, body and result_variable; "
+        scripts = [script for script in extension.iter(f"{{{CAMUNDA_NS}}}script")
+                   if (script.get("scriptFormat") or "").strip().lower() not in SCRIPT_FORMATS]
+        code = ""
+        if scripts:  # what is code Baton does not run, besides the connector itself
+            source = scripts[0].get("resource")
+            code = (f", nor its {scripts[0].get('scriptFormat') or 'script'} script"
+                    f"{f' ({source})' if source else ''}, code Baton does not run")
+        issues.add(element, f"{tag} with camunda:connector ({connector}) is not supported{code}: for an HTTP call "
+                            "give it the properties operator = http, url, method, body and result_variable; "
                             "otherwise let an external worker do the work (camunda:type=\"external\").",
                    at=extension)
     elif kind == "ioMapping":  # Camunda 8
         issues.add(element, f"{tag} with zeebe:ioMapping (input/output mappings) is not supported yet: the element "
                             "sees every process variable and what it sets becomes a process variable; compute "
                             "values in a Python scriptTask before it.", at=extension)
+    elif kind == "inputOutput" and tag in MAPPED:
+        for where, problem in read_io_mapping(extension).problems:
+            issues.add(element, f"{tag} {problem.rstrip('.')}.", at=where)
     elif kind == "inputOutput":
-        scripts = [s.get("scriptFormat") or "a" for s in extension.iter(f"{{{CAMUNDA_NS}}}script")]
-        what = f" with a {scripts[0]} script" if scripts else ""
-        issues.add(element, f"{tag} with camunda:inputOutput{what} is not supported yet: the element sees every "
-                            "process variable and what it sets becomes a process variable; compute values "
-                            "in a Python scriptTask before it.", at=extension)
+        issues.add(element, f"{tag} with camunda:inputOutput is not supported yet: Baton maps inputs and outputs "
+                            "of script and service tasks; here the element sees every process variable and what "
+                            "it sets becomes a process variable; compute values in a Python scriptTask before it.",
+                   at=extension)
 
 
 def _code_of(listener) -> str:
@@ -92,10 +102,13 @@ def _code_of(listener) -> str:
     return "code"
 
 
-def _check_external(element, tag: str, issues: Issues) -> None:
+def _check_external(element, tag: str, issues: Issues, at=None) -> None:
+    """``element`` carries the implementation; ``at``: the element refused, when another (an event
+    whose message definition carries it)."""
+    owner = element if at is None else at
     if element.get(f"{{{CAMUNDA_NS}}}type") == "external" and not (element.get(f"{{{CAMUNDA_NS}}}topic") or "").strip():
-        issues.add(element, f'{tag} with camunda:type="external" needs a camunda:topic: the topic its '
-                            "workers fetch.")
+        issues.add(owner, f'{tag} with camunda:type="external" needs a camunda:topic: the topic its '
+                          "workers fetch.", at=element)
     elif element.get(f"{{{CAMUNDA_NS}}}type") not in (None, "external"):
-        issues.add(element, f"{tag} camunda:type '{element.get(f'{{{CAMUNDA_NS}}}type')}' is not supported; "
-                            'use camunda:type="external" with a camunda:topic.')
+        issues.add(owner, f"{tag} camunda:type '{element.get(f'{{{CAMUNDA_NS}}}type')}' is not supported; "
+                          'use camunda:type="external" with a camunda:topic.', at=element)

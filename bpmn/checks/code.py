@@ -23,11 +23,7 @@ _SCRIPT_LINE = re.compile(r"\(line (\d+)\)\s*$")
 # SpiffArena's pre- and post-scripts run through the same script engine as script tasks.
 _SPIFF_SCRIPTS = ("./bpmn:extensionElements/spiffworkflow:preScript"
                   " | ./bpmn:extensionElements/spiffworkflow:postScript")
-
-
-# Pre/post scripts are not run on these (the engine runs the task itself): refused, never skipped.
-_NO_SPIFF_SCRIPTS = {"scriptTask": "write the code into the script itself.",
-                     "serviceTask": "put the code in a scriptTask before or after it."}
+_CONDITIONS = "./bpmn:conditionalEventDefinition"
 
 
 def check_code(container: etree._Element, issues: Issues) -> None:
@@ -40,12 +36,14 @@ def check_code(container: etree._Element, issues: Issues) -> None:
             if condition is not None:
                 _check_condition(element, condition, issues)
         for script in element.xpath(_SPIFF_SCRIPTS, namespaces=NSMAP):
-            name = etree.QName(script).localname
-            if tag in _NO_SPIFF_SCRIPTS:  # the engine runs these tasks itself: the script would be skipped
-                issues.add(element, f"{tag} with spiffworkflow:{name} is not supported: "
-                                    f"{_NO_SPIFF_SCRIPTS[tag]}", at=script)
+            _check_script_text(element, script, f"{tag} {etree.QName(script).localname}", issues)
+        for definition in element.xpath(_CONDITIONS, namespaces=NSMAP):
+            condition = next((c for c in bpmn_children(definition) if local_name(c) == "condition"), None)
+            if condition is None:
+                issues.add(element, f"{tag} conditionalEventDefinition needs a condition: the expression it "
+                                    "waits to become true.", at=definition)
             else:
-                _check_script_text(element, script, f"{tag} {name}", issues)
+                check_python_expression(element, condition, "condition", issues)
 
 
 def _check_script_task(task: etree._Element, issues: Issues) -> None:

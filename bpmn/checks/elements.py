@@ -2,7 +2,7 @@
 
 Checks work per container: the process, and each subProcess inside it (at any depth), whose
 children are checked exactly like a process's. ``containers`` walks them; a refused container
-(transaction, adHocSubProcess) is refused as a whole and not walked into.
+(adHocSubProcess) is refused as a whole and not walked into.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 from lxml import etree
 
-from bpmn.allowlist import (BPMN_FLOW_CONTENT, CONTAINERS, DECORATION, FLOW_ELEMENTS, PROCESS_DECLARATIONS,
-                            ROOT_DECLARATIONS, child_refusal, element_refusal)
+from bpmn.allowlist import (BPMN_FLOW_CONTENT, CONTAINERS, DECORATION, FLOW_ELEMENTS, MULTIPLE_DEFINITIONS,
+                            PROCESS_DECLARATIONS, ROOT_DECLARATIONS, child_refusal, element_refusal)
 from bpmn.issues import Issues, local_name
 from bpmn.profile import BPMN_NS
 
@@ -55,10 +55,10 @@ def containers(process: etree._Element) -> Iterator[etree._Element]:
 
 
 def container_word(container: etree._Element) -> str:
-    """'process', 'subProcess' or 'event subProcess', for sentences."""
+    """'process', 'subProcess', 'transaction' or 'event subProcess', for sentences."""
     if is_event_subprocess(container):
         return "event subProcess"
-    return "subProcess" if is_container(container) else "process"
+    return local_name(container) if is_container(container) else "process"
 
 
 def content(container: etree._Element) -> Iterator[etree._Element]:
@@ -119,9 +119,25 @@ def _check_flow_element(element: etree._Element, tag: str, issues: Issues) -> No
             check_io_specification(element, child, issues)
     if element.get("isForCompensation") == "true":
         issues.add(element, child_refusal(tag, "isForCompensation"))
-    if len(event_definitions(element)) > 1:
-        names = " and ".join(event_definitions(element))
-        issues.add(element, f"{tag} with {names} (a multiple event) is not supported yet.")
+    found = event_definitions(element)
+    if len(found) > 1 and not is_multiple(element):
+        names = " and ".join(found)
+        issues.add(element, f"{tag} with {names} (a multiple event) is not supported: {_MULTIPLE_RULE}.")
+
+
+_MULTIPLE_RULE = ("a start event of the process may combine message and signal definitions (a timer start is "
+                  "a start event of its own), a catch or boundary event message, signal and timer definitions; "
+                  "a throw event throws one thing (one event per thing to throw)")
+
+
+def is_multiple(element: etree._Element) -> bool:
+    """An event with several definitions Baton runs (allowlist.MULTIPLE_DEFINITIONS): a multiple or
+    parallel multiple start event of the process, catch or boundary event."""
+    found = event_definitions(element)
+    tag = local_name(element)
+    if len(found) < 2 or not set(found) <= MULTIPLE_DEFINITIONS.get(tag, frozenset()):
+        return False
+    return tag != "startEvent" or local_name(element.getparent()) == "process"
 
 
 def check_io_specification(owner: etree._Element, spec: etree._Element, issues: Issues) -> None:

@@ -10,8 +10,8 @@ from lxml import etree
 
 from bpmn import profile
 from bpmn.allowlist import FLOW_ELEMENTS
-from bpmn.checks.elements import (bpmn_children, container_word, content, event_definition,
-                                  is_container, is_event_subprocess)
+from bpmn.checks.elements import (bpmn_children, container_word, content, event_definition, is_container,
+                                  is_event_subprocess, is_multiple)
 from bpmn.checks.flows import flow_index
 from bpmn.dmn.task import decision_ref, is_implemented_like_a_service
 from bpmn.issues import Issues, local_name
@@ -20,10 +20,12 @@ from bpmn.timers import read_timer
 ACTIVITIES = frozenset({"task", "scriptTask", "userTask", "manualTask", "serviceTask", "receiveTask",
                         "callActivity", "subProcess", "sendTask", "businessRuleTask", "transaction",
                         "adHocSubProcess"})
-_SUBPROCESS_LIKE = ("subProcess", "callActivity")
+_SUBPROCESS_LIKE = ("subProcess", "callActivity", "transaction")
+_HUMAN = ("userTask", "manualTask")  # task.bpmn_error and task.bpmn_escalation throw at them
 _EVENT_SUBPROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition", "signalEventDefinition",
                             "errorEventDefinition", "escalationEventDefinition")
-_OR_A_WORKER = {"error": " (or what the worker of an external task reports)", "escalation": ""}
+_OR_A_WORKER = {"error": ", what the worker of an external task reports, or task.bpmn_error at a user task",
+                "escalation": ", or task.bpmn_escalation at a user task"}
 _THROWERS = ("endEvent", "intermediateThrowEvent")
 _PROCESS_STARTS = ("timerEventDefinition", "messageEventDefinition", "signalEventDefinition")
 _UPSTREAM_TIMER_BUG = ("SpiffWorkflow 3.2 keeps one due time per gateway, so two timers after one "
@@ -48,10 +50,20 @@ def check_events(container: etree._Element, issues: Issues) -> None:
             _check_reference(element, definition, declared, issues)
             if local_name(definition) == "timerEventDefinition":
                 _check_timer(element, definition, container, issues)
+        if is_multiple(element):
+            for part in bpmn_children(element):
+                if local_name(part).endswith("EventDefinition"):
+                    _check_reference(element, part, declared, issues)
+                if local_name(part) == "timerEventDefinition":
+                    _check_timer(element, part, container, issues)
+        if tag == "endEvent" and definition is not None and local_name(definition) == "cancelEventDefinition" \
+                and local_name(container) != "transaction":
+            issues.add(element, f"A cancel endEvent cancels the transaction it is in; this one is in a "
+                                f"{container_word(container)}.")
         if tag == "startEvent":
             _check_start_event(element, definition, container, issues)
         elif tag == "intermediateCatchEvent" and definition is None and not _has_definitions(element):
-            issues.add(element, "intermediateCatchEvent needs a timer, message or signal definition: "
+            issues.add(element, "intermediateCatchEvent needs a timer, message, signal or conditional definition: "
                                 "it waits for something.")
         elif tag == "boundaryEvent":
             _check_boundary_event(element, definition, container, issues)
@@ -106,6 +118,9 @@ def _check_start_event(element, definition, container, issues: Issues) -> None:
     kind = local_name(definition) if definition is not None else None
     trigger = profile.read_properties(element).get("trigger")
     if not is_container(container):  # the process
+        if is_multiple(element) and trigger:
+            issues.add(element, f"A multiple start event starts the process by its messages and signals; remove "
+                                f"its 'trigger' property ({trigger}).")
         if kind in ("errorEventDefinition", "escalationEventDefinition"):
             issues.add(element, f"A start event with {kind} can only start an event subProcess "
                                 '(a subProcess with triggeredByEvent="true").')
@@ -172,13 +187,18 @@ def _check_boundary_event(element, definition, container, issues: Issues) -> Non
         issues.add(element, f"boundaryEvent cancelActivity must be true or false, not '{cancel}'.")
     if definition is None:
         if not _has_definitions(element):
-            issues.add(element, "boundaryEvent needs a timer, message, signal, error or escalation definition.")
+            issues.add(element, "boundaryEvent needs a timer, message, signal, error, escalation, conditional or "
+                                "cancel definition.")
         return
     kind = local_name(definition)
-    if kind == "errorEventDefinition" and cancel == "false":
-        issues.add(element, 'An error boundaryEvent always interrupts its activity; remove cancelActivity="false".')
+    if kind in ("errorEventDefinition", "cancelEventDefinition") and cancel == "false":
+        what = "An error" if kind == "errorEventDefinition" else "A cancel"
+        issues.add(element, f'{what} boundaryEvent always interrupts its activity; remove cancelActivity="false".')
+    if kind == "cancelEventDefinition" and target is not None and local_name(target) != "transaction":
+        issues.add(element, f"A cancel boundaryEvent catches the cancel end event of a transaction; '{attached}' "
+                            f"is a {local_name(target)}.")
     if kind in ("errorEventDefinition", "escalationEventDefinition") and target is not None \
-            and local_name(target) not in _SUBPROCESS_LIKE \
+            and local_name(target) not in _SUBPROCESS_LIKE + _HUMAN \
             and not (kind == "errorEventDefinition" and is_external_task(target)):
         what = "error" if kind == "errorEventDefinition" else "escalation"
         issues.add(element, f"An {what} boundaryEvent catches what an {what} end or throw event inside a "

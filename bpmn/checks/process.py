@@ -14,7 +14,7 @@ from __future__ import annotations
 from lxml import etree
 
 from bpmn import profile
-from bpmn.checks.elements import bpmn_children, event_definition
+from bpmn.checks.elements import bpmn_children, event_definition, is_multiple
 from bpmn.issues import Issues, local_name
 from bpmn.parser import message_name, signal_name
 
@@ -117,12 +117,14 @@ _TRIGGER_WORDS = {
     "message": lambda t: f"for the message '{t[1]}'",
     "signal": lambda t: f"for the signal '{t[1]}'",
     "channel": lambda t: f"for the {t[1]} channel '{t[2]}'",
+    "multiple": lambda t: "for the same messages and signals",
 }
 
 
 def start_trigger(start: etree._Element) -> tuple:
     """What starts the process at this start event: ("none",), ("webhook", id), ("timer", id),
-    ("message", name), ("signal", name) or ("channel", type, channel)."""
+    ("message", name), ("signal", name), ("channel", type, channel) or, for a multiple start event,
+    ("multiple", ((kind, name), ...), parallel)."""
     definition = event_definition(start)
     kind = local_name(definition) if definition is not None else None
     if kind == "timerEventDefinition":
@@ -131,6 +133,12 @@ def start_trigger(start: etree._Element) -> tuple:
         return ("message", message_name(definition) or definition.get("messageRef") or "")
     if kind == "signalEventDefinition":
         return ("signal", signal_name(definition) or definition.get("signalRef") or "")
+    if is_multiple(start):
+        parts = tuple(("message", message_name(part) or part.get("messageRef") or "")
+                      if local_name(part) == "messageEventDefinition"
+                      else ("signal", signal_name(part) or part.get("signalRef") or "")
+                      for part in bpmn_children(start) if local_name(part).endswith("EventDefinition"))
+        return ("multiple", parts, start.get("parallelMultiple") == "true")
     properties = profile.read_properties(start)
     trigger = (properties.get("trigger") or "").strip()
     if trigger == "webhook":

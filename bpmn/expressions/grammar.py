@@ -3,12 +3,15 @@
 Nodes are tuples: ``("lit", value)``, ``("name", id)``, ``("get", node, key_node)`` (property
 access and indexing), ``("not", node)``, ``("neg", node)``, ``("empty", node)``,
 ``("bool", "and"|"or", a, b)``, ``("cmp", op, a, b)``, ``("arith", op, a, b)``,
-``("cond", test, then, else)``, ``("between", x, low, high)``.
+``("cond", test, then, else)``, ``("between", x, low, high)``, ``("has", node, key_node)``.
 
 Precedence, lowest first: conditional (JUEL ``a ? b : c``, FEEL ``if a then b else c``), ``or``,
 ``and``, equality, relational (FEEL also ``between``), ``+ -``, ``* / %``, unary (``- ! not
-empty``), then ``.name`` and ``[index]``. Everything else (method and function calls, lambdas,
-assignments, FEEL's date and list functions ...) is refused with a ValueError that names it.
+empty``), then ``.name`` and ``[index]``, and the read methods of Camunda Spin's JSON values that
+a process variable holding JSON answers in Baton (it is a map or a list already): ``x.prop("a")``
+is ``x["a"]``, ``x.hasProp("a")`` is ``"a" in x``, and ``numberValue() stringValue() boolValue()
+value() elements()`` give the value itself. Everything else (other method calls, function calls,
+lambdas, assignments, FEEL's date and list functions ...) is refused with a ValueError that names it.
 """
 from __future__ import annotations
 
@@ -22,6 +25,9 @@ _JUEL_RELATIONAL_WORDS = {"lt": "<", "gt": ">", "le": "<=", "ge": ">="}
 _MULTIPLICATIVE = {"*": "*", "/": "/", "%": "%"}
 _JUEL_MULTIPLICATIVE_WORDS = {"div": "/", "mod": "%"}
 _LITERAL_WORDS = {"true": True, "false": False, "null": None}
+# Camunda Spin's JSON reading methods (JUEL): a process variable holding JSON is a map or a list here.
+SPIN_VALUE_METHODS = frozenset({"numberValue", "stringValue", "boolValue", "value", "elements"})
+SPIN_KEY_METHODS = {"prop": "get", "hasProp": "has"}
 _RESERVED = {"juel": {"and", "or", "not", "eq", "ne", "lt", "gt", "le", "ge", "div", "mod", "empty",
                       "instanceof", "true", "false", "null"},
              "feel": {"and", "or", "not", "if", "then", "else", "between", "in", "true", "false", "null",
@@ -218,8 +224,8 @@ class Parser:
                 if name.kind != "name":
                     raise ValueError(f"a property name is missing after '.' (position {token.position + 1})")
                 if self.token.is_op("("):
-                    raise ValueError(f"the method call {name.text}(...) at position {name.position + 1} is "
-                                     "outside the subset Baton translates")
+                    node = self.spin_method(node, name)
+                    continue
                 node = ("get", node, ("lit", name.text))
             elif token.is_op("[") and self.indexing:
                 self.advance()
@@ -228,6 +234,20 @@ class Parser:
                 node = ("get", node, key)
             else:
                 return node
+
+
+    def spin_method(self, node, name: Token):
+        """``node.name(...)``, the cursor at its "(": one of Spin's JSON reading methods, else refused."""
+        if self.dialect != "juel" or (name.text not in SPIN_VALUE_METHODS and name.text not in SPIN_KEY_METHODS):
+            raise ValueError(f"the method call {name.text}(...) at position {name.position + 1} is outside the "
+                             "subset Baton translates")
+        self.advance()
+        if name.text in SPIN_VALUE_METHODS:
+            self.expect_op(")", f"after {name.text}(, which takes no argument")
+            return node
+        key = self.nested(self.conditional)
+        self.expect_op(")", f"to close {name.text}(")
+        return (SPIN_KEY_METHODS[name.text], node, key)
 
 
 def parse(source: str, dialect: str, offset: int = 0):

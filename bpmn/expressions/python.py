@@ -73,6 +73,8 @@ def to_python(node) -> str:
         return python_name(node[1])
     if kind == "get":
         return f"{to_python(node[1])}[{to_python(node[2])}]"
+    if kind == "has":
+        return f"({to_python(node[2])} in {to_python(node[1])})"
     if kind == "not":
         return f"(not {to_python(node[1])})"
     if kind == "neg":

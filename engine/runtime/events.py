@@ -14,7 +14,8 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.exceptions import TaskNotFoundException, WorkflowException
 from SpiffWorkflow.util.task import TaskState
 
-from bpmn import complete_external_task, is_external_task, message_event, signal_event, start_at, throw_bpmn_error
+from bpmn import (complete_external_task, is_external_task, message_event, signal_event, start_at, throw_at_task,
+                  throw_bpmn_error)
 from engine.chat.ai_dialogs import is_ai_chat
 from engine.errors import ExternalTaskError, OperatorError
 from engine.jobs import kinds
@@ -78,11 +79,20 @@ def _nothing(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWork
 
 
 def _task_completion(workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow | None:
-    """Finish the human task with its result; a task that is no longer ready is left alone."""
+    """Finish the human task with its result, or throw its BPMN error or escalation to its boundary
+    events (``engine.task_throws``); a task that is no longer ready is left alone."""
     task = find_task(workflow, payload["spiff_task_id"])
-    if task is not None and task.state == TaskState.READY and is_human(task.task_spec):
+    if task is None or task.state != TaskState.READY or not is_human(task.task_spec):
+        return workflow
+    thrown = payload.get("throw")
+    if thrown is None:
         task.data.update(payload.get("result") or {})
         task.run()
+    elif not throw_at_task(task, thrown["kind"], thrown["code"], thrown.get("message"), thrown.get("variables")):
+        # Checked when it was thrown: only a task whose spec changed since could get here.
+        element_id = task.task_spec.bpmn_id
+        raise ExternalTaskError(f"The BPMN {thrown['kind']} '{thrown['code']}' thrown at task '{element_id}' found no "
+                                "boundary event to catch it.", data={"element_id": element_id})
     return workflow
 
 

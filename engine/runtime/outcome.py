@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from SpiffWorkflow.bpmn.specs.event_definitions.conditional import ConditionalEventDefinition
 from SpiffWorkflow.bpmn.specs.event_definitions.item_aware_event import SignalEventDefinition
 from SpiffWorkflow.bpmn.specs.event_definitions.message import MessageEventDefinition
 from SpiffWorkflow.bpmn.specs.event_definitions.timer import TimerEventDefinition
@@ -80,6 +81,9 @@ def _waiting(workflow: BpmnWorkflow) -> tuple[list[dict[str, Any]], datetime | N
             if due is not None:
                 entry["due_at"] = iso(due)
                 due_times.append(due)
+            definition = getattr(spec, "event_definition", None)
+            if isinstance(definition, ConditionalEventDefinition):
+                entry["condition"] = definition.expression
         elif is_external_task(spec):  # a worker's: the element it is and the topic workers fetch
             entry["kind"] = spec.extensions["external"].get("element", "serviceTask")
             entry["topic"] = spec.extensions["external"]["topic"]
@@ -98,6 +102,9 @@ def _events_awaited(task) -> tuple[list[str], list[str], datetime | None]:
     if definition is None:
         return [], [], None
     parts = getattr(definition, "event_definitions", None) or [definition]
+    if getattr(definition, "parallel", False):  # a parallel multiple event waits for what it has not had yet
+        seen = [event.event_definition for event in task.internal_data.get("seen_events", [])]
+        parts = [part for part in parts if part not in seen]
     messages = [d.name for d in parts if isinstance(d, MessageEventDefinition)]
     signals = [d.name for d in parts if isinstance(d, SignalEventDefinition)]
     has_timer = any(isinstance(d, TimerEventDefinition) for d in parts)
@@ -145,7 +152,8 @@ def _output_keys(workflow: BpmnWorkflow) -> list[str] | None:
 # Engine classes whose name is not the BPMN element's: callers know the diagram, not SpiffWorkflow.
 _BPMN_KINDS = {"operatorTask": "serviceTask", "noneTask": "task", "subWorkflowTask": "subProcess",
                "eventSubprocess": "subProcess", "interruptingStartEvent": "startEvent",
-               "eventSubprocessStart": "startEvent"}
+               "eventSubprocessStart": "startEvent", "transactionSubprocess": "transaction",
+               "mappedScriptTask": "scriptTask"}
 
 
 def kind_of(task_spec) -> str:

@@ -72,7 +72,8 @@ def deliver(uow: UnitOfWork, tenant_id: int, kind: str, name: str, variables: di
             jobs.enqueue(uow, tenant_id, kinds.MESSAGE, instance_id=instance_id,
                          payload={"message": name, "variables": variables, "correlation": correlation})
             reached.append(instance_id)
-    started = _start(uow, tenant_id, kind, name, variables, correlation) if kind == "signal" or not reached else []
+    started = _start(uow, tenant_id, kind, name, variables, correlation, reached) \
+        if kind == "signal" or not reached else []
     return {"reached": reached, "started": started}
 
 
@@ -129,15 +130,25 @@ def _claim(uow: UnitOfWork, instance_id: int, name: str, element_ids: list[str])
     raise ConflictError(f"Instance {instance_id} kept changing while the message '{name}' arrived; send it again.")
 
 
-def _start(uow: UnitOfWork, tenant_id: int, kind: str, name: str, variables: dict[str, Any], correlation: dict[str, Any]) -> list[int]:
-    """Start the latest version of each code whose message (signal) start event has ``name``."""
+def _start(uow: UnitOfWork, tenant_id: int, kind: str, name: str, variables: dict[str, Any], correlation: dict[str, Any],
+           reached: list[int]) -> list[int]:
+    """Start the latest version of each code whose message (signal) start event has ``name``, a
+    multiple start event's parts included. A parallel multiple start event an instance of that
+    definition already waits at (``reached``) gets the signal there, and starts no second one."""
     latest = select(func.max(Definition.id)).where(Definition.tenant_id == tenant_id).group_by(Definition.code)
     rows = uow.execute(select(Definition.id, Definition.start_events)
                               .where(Definition.id.in_(latest)).order_by(Definition.id)).all()
-    started = []
+    started, waiting_in = [], None
     for definition_id, start_events in rows:
         for start in start_events or []:
-            if start.get("trigger") == kind and start.get(kind) == name:
+            if start.get("trigger") == "multiple" and name in start.get(f"{kind}s", []) and start.get("parallel"):
+                if waiting_in is None:
+                    waiting_in = set(uow.execute(select(Instance.definition_id).where(Instance.id.in_(reached)))
+                                     .scalars()) if reached else set()
+                if definition_id in waiting_in:
+                    break
+            if (start.get("trigger") == kind and start.get(kind) == name) or \
+                    (start.get("trigger") == "multiple" and name in start.get(f"{kind}s", [])):
                 trigger = {"kind": kind, "name": name, "variables": variables, "correlation": correlation}
                 started.append(writes.create_instance(uow, tenant_id, definition_id,
                                                       dict(variables), kinds.START,

@@ -15,7 +15,7 @@ from SpiffWorkflow.bpmn.specs.event_definitions.item_aware_event import ErrorEve
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.exceptions import SpiffWorkflowException
 
-from bpmn import thrown_events
+from bpmn import refresh_conditions, thrown_events
 from engine import json_values
 from engine.chat import ai_dialogs
 from engine.chat.outbox import Outbox
@@ -57,7 +57,7 @@ def run(loaded: BpmnWorkflow | None, apply: Callable[[], BpmnWorkflow], outbox: 
         workflow = apply()
         workflow.refresh_timers()
         workflow.do_engine_steps(will_complete_task=guard)
-        while outbox is not None and outbox.run_ready(workflow):
+        while refresh_conditions(workflow) or (outbox is not None and outbox.run_ready(workflow)):
             workflow.do_engine_steps(will_complete_task=guard)
         if outbox is not None and outbox.has_ai_steps:
             outbox.dialogs = ai_dialogs.ready_dialogs(workflow, outbox.conversation, outbox.sandbox)

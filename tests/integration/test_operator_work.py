@@ -162,7 +162,7 @@ def test_a_key_without_a_user_cannot_claim_and_unknown_tasks_are_not_found(serve
     task_id = open_tasks(api, start(api, review, region="x"))[0]["task_id"]
     with pytest.raises(RpcError) as caught:
         nobody.call("task.claim", task_id=task_id)
-    assert caught.value.reason == "invalid_params" and caught.value.data["param"] == "user"
+    assert caught.value.reason == "invalid_params" and caught.value.data["key"] == "no_user"
     assert api.call("task.list", task_id=task_id)["items"][0]["assignee"] is None
     with pytest.raises(RpcError) as caught:
         operator(server, api, "zed").call("task.claim", task_id=10**12)
@@ -205,7 +205,7 @@ def test_assign_needs_its_permission_and_hands_over_or_releases(server, api, rev
     for bad in (5, "", "a,b"):
         with pytest.raises(RpcError) as caught:
             lead.call("task.assign", task_id=task_id, user=bad)
-        assert caught.value.reason == "invalid_params" and caught.value.data["param"] == "user"
+        assert caught.value.reason == "invalid_params" and caught.value.data["key"] == "no_user"
     with pytest.raises(RpcError) as caught:
         lead.call("task.assign", task_id=task_id)
     assert caught.value.reason == "invalid_params"
@@ -332,4 +332,4 @@ def test_conversation_assign_hands_over_with_its_permission(server, api, convers
         assert caught.value.reason == reason
     with pytest.raises(RpcError) as caught:
         operator(server, api, permissions=CHAT_WORKER).call("conversation.claim", binding_id=conversation)
-    assert caught.value.reason == "invalid_params" and caught.value.data["param"] == "user"
+    assert caught.value.reason == "invalid_params" and caught.value.data["key"] == "no_user"

@@ -68,13 +68,22 @@ def test_juel_and_feel_gateway_conditions_are_stored_translated_and_route(script
 
 
 def test_an_untranslatable_condition_is_refused_naming_the_construct_element_and_line():
-    [error] = refusal(gateway("${customer.prop(\"age\").numberValue() &gt;= 21}", "${true}"))
+    [error] = refusal(gateway("${customer.age(\"years\") &gt;= 21}", "${true}"))
     assert error["element_id"] == "yes"
     assert error["line"] == 9  # the conditionExpression
     assert error["message"] == (
-        "sequenceFlow condition '${customer.prop(\"age\").numberValue() >= 21}' cannot be translated from JUEL: "
-        "the method call prop(...) at position 12 is outside the subset Baton translates; write it as a "
+        "sequenceFlow condition '${customer.age(\"years\") >= 21}' cannot be translated from JUEL: "
+        "the method call age(...) at position 12 is outside the subset Baton translates; write it as a "
         "Python expression, such as amount > 100.")
+
+
+def test_camunda_spins_json_reading_methods_route_on_a_json_variable(script_engine):
+    xml = gateway("${customer.prop(\"age\").numberValue() &gt;= 21}", "${true}")
+
+    older = run(xml, script_engine, customer={"age": 30})
+    younger = run(xml, script_engine, customer={"age": 17})
+
+    assert (older.data["outcome"], younger.data["outcome"]) == ("approved", "rejected")
 
 
 def test_a_juel_collection_and_loop_condition_run(script_engine):
@@ -200,7 +209,7 @@ def test_an_external_task_without_a_topic_is_refused():
      "properties operator = http"),
     ('<camunda:inputOutput><camunda:inputParameter name="a"><camunda:script scriptFormat="groovy">1'
      "</camunda:script></camunda:inputParameter></camunda:inputOutput>",
-     "serviceTask with camunda:inputOutput with a groovy script is not supported yet"),
+     "serviceTask camunda:inputOutput with a groovy script (camunda:inputParameter 'a') is code Baton does not run"),
 ])
 def test_camunda_extensions_that_carry_code_are_refused_saying_what_to_do(extensions, phrase):
     [error] = refusal(one_task('camunda:class="A"', f"<bpmn:extensionElements>{extensions}</bpmn:extensionElements>"))

@@ -341,24 +341,6 @@ def test_spiffarena_pre_scripts_are_checked_like_script_tasks():
     assert error["message"].startswith("task preScript cannot run: imports are not allowed")
 
 
-@pytest.mark.parametrize("task, advice", [
-    ('<bpmn:scriptTask id="greet"><bpmn:extensionElements>{}</bpmn:extensionElements>'
-     "<bpmn:script>x = 1</bpmn:script></bpmn:scriptTask>", "write the code into the script itself."),
-    ('<bpmn:serviceTask id="greet"><bpmn:extensionElements><spiffworkflow:properties>'
-     '<spiffworkflow:property name="operator" value="send_message" />'
-     '<spiffworkflow:property name="text" value="hi" /></spiffworkflow:properties>{}'
-     "</bpmn:extensionElements></bpmn:serviceTask>", "put the code in a scriptTask before or after it."),
-])
-def test_spiffarena_pre_and_post_scripts_on_tasks_the_engine_runs_itself_are_refused_not_skipped(task, advice):
-    for which in ("preScript", "postScript"):
-        xml = fixture("spiff_profile.bpmn").decode().replace(
-            '<bpmn:task id="greet" name="Greet" />',
-            task.format(f"<spiffworkflow:{which}>y = 2</spiffworkflow:{which}>"))
-        [error] = refusal(xml)
-        assert error["element_id"] == "greet"
-        assert error["message"] == f"{task[6:task.index(' ')]} with spiffworkflow:{which} is not supported: {advice}"
-
-
 def test_a_property_without_a_name_is_refused():
     xml = fixture("script_xor.bpmn").decode().replace('name="output_keys" ', "")
     [error] = refusal(xml)

@@ -46,14 +46,14 @@ def test_timers_that_cannot_run_or_repeat_without_end_are_refused():
 def test_events_in_places_they_cannot_run_are_refused():
     assert_refusals(refusal(fixture("cov_refused_events")), [
         ("on_error", 12, "can only start an event subProcess"),
-        ("nothing", 17, "intermediateCatchEvent needs a timer, message or signal definition"),
+        ("nothing", 17, "intermediateCatchEvent needs a timer, message, signal or conditional definition"),
         ("no_ref", 20, "needs a messageRef naming a bpmn:message"),
         ("bad_ref", 24, "messageRef 'Message_missing' names no bpmn:message of this file"),
         ("listen", 31, "receiveTask needs a messageRef"),
         ("listen", 31, "A receiveTask cannot start the process"),
-        ("choose", 36, "eventBasedGateway leads to userTask 'work'"),
+        ("choose", 36, "eventBasedGateway leads to task 'work'"),
         ("later", 40, "two timers after one eventBasedGateway fire at the wrong time (an upstream bug)"),
-        ("catch_on_task", 46, "'work' is a userTask"),
+        ("catch_on_task", 46, "'work' is a task"),
         ("nowhere", 49, "attachedToRef 'choose' is not an activity of this process"),
         ("inner_start", 56, "A subProcess starts at a none start event"),
         ("nested_handler_start", 62, "must sit directly in the process"),
@@ -62,7 +62,8 @@ def test_events_in_places_they_cannot_run_are_refused():
         ("handler", 75, "An event subProcess needs exactly one start event; this one has 2."),
         ("handler_start", 76, "An error start event always interrupts its scope"),
         ("handler_second", 79, "this start event waits for nothing"),
-        ("payment", 84, "transaction is not supported yet."),
+        ("payment", 84, "A transaction needs exactly one start event; this one has 0."),
+        ("payment", 84, "A transaction needs an end event."),
         ("checklist", 85, "adHocSubProcess is not supported yet."),
     ])
 
@@ -154,14 +155,16 @@ def test_a_boundary_event_must_be_attached_in_its_own_container():
         "slow", "boundaryEvent attachedToRef 'base_price' is not an activity of this process.")
 
 
-def test_an_event_with_two_definitions_is_refused_as_a_multiple_event():
+def test_an_event_with_two_definitions_it_cannot_combine_is_refused_as_a_multiple_event_saying_what_can():
     xml = fixture("cov_message_catch").replace(
         '<bpmn:messageEventDefinition id="paid_message" messageRef="Message_paid" />',
         '<bpmn:messageEventDefinition id="paid_message" messageRef="Message_paid" />'
-        "<bpmn:timerEventDefinition><bpmn:timeDuration>PT1M</bpmn:timeDuration></bpmn:timerEventDefinition>")
+        "<bpmn:conditionalEventDefinition><bpmn:condition>done</bpmn:condition></bpmn:conditionalEventDefinition>")
     [error] = refusal(xml)
     assert error["element_id"] == "paid"
-    assert "(a multiple event) is not supported yet." in error["message"]
+    assert error["message"].startswith("intermediateCatchEvent with messageEventDefinition and "
+                                       "conditionalEventDefinition (a multiple event) is not supported: a start event "
+                                       "of the process may combine message and signal definitions")
 
 
 def test_a_trigger_property_on_a_timer_start_event_is_refused():
