@@ -3,12 +3,13 @@ through a real server on SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 
 import pytest
 from sqlalchemy import create_engine, text
 
-from tests.harness import RpcError
+from tests.harness import BatonServer, RpcError
 from tests.integration.test_webchat import accepted, create_channel, eventually
 
 NS = ('xmlns:bpmn="http://www.omg.org/spec/BPMN/20100524/MODEL" '
@@ -374,3 +375,87 @@ def test_100_waiting_conversations_move_and_their_next_message_is_answered_by_th
     eventually(texts, lambda found: all(found.get(chat) == expected for chat in chats), timeout=180)
     for instance_id in ids[::10]:
         assert api.wait_for(instance_id)["status"] == "completed"
+
+
+# -- kill -9 in the middle of a bulk migration ---------------------------------------------------------
+
+BULK = 100
+PADDING = "x" * 20_000  # a bigger state: each instance's move takes long enough for the kill to land mid-way
+
+
+def placement(database_url: str, ids: list[int], v1_id: int, v2_id: int) -> dict[int, str]:
+    """Each instance read straight from the database: "v1" (wholly), "v2" (wholly) or "half"."""
+    engine = create_engine(database_url)
+    found = {}
+    try:
+        with engine.connect() as connection:
+            for instance_id in ids:
+                definition_id = connection.execute(text("SELECT definition_id FROM instances WHERE id = :id"),
+                                                   {"id": instance_id}).scalar_one()
+                task_definitions = set(connection.execute(text(
+                    "SELECT definition_id FROM tasks WHERE instance_id = :id"), {"id": instance_id}).scalars())
+                events = connection.execute(text("SELECT count(*) FROM history_events WHERE instance_id = :id "
+                                                 "AND kind = 'migrated'"), {"id": instance_id}).scalar_one()
+                if (definition_id, task_definitions, events) == (v1_id, {v1_id}, 0):
+                    found[instance_id] = "v1"
+                elif (definition_id, task_definitions, events) == (v2_id, {v2_id}, 1):
+                    found[instance_id] = "v2"
+                else:
+                    found[instance_id] = "half"
+    finally:
+        engine.dispose()
+    return found
+
+
+def migrated_count(database_url: str, v2_id: int) -> int:
+    engine = create_engine(database_url)
+    try:
+        with engine.connect() as connection:
+            return connection.execute(text("SELECT count(*) FROM instances WHERE definition_id = :id"),
+                                      {"id": v2_id}).scalar_one()
+    finally:
+        engine.dispose()
+
+
+def test_kill_9_in_the_middle_of_a_bulk_migration_leaves_each_instance_whole_and_a_second_call_finishes(
+        own_database, tmp_path, unique_code):
+    server = BatonServer(own_database, tmp_path).start()
+    try:
+        api = server.api(server.create_tenant(f"mig-{uuid.uuid4().hex[:8]}"))
+        v1, v2 = deploy(api, unique_code, V1), deploy(api, unique_code, V2)
+        ids = [api.call("process.start", definition_id=v1["definition_id"],
+                        variables={"n": n, "padding": PADDING})["instance_id"] for n in range(BULK)]
+        for instance_id in ids:
+            waiting_task(api, instance_id, "review")
+
+        outcome: dict = {}
+
+        def migrate() -> None:
+            try:
+                outcome["answer"] = api.call("process.migrate", instance_ids=ids, to_definition_id=v2["definition_id"])
+            except Exception as exc:  # noqa: BLE001 - the kill cuts the answer off: that is the point
+                outcome["error"] = exc
+
+        caller = threading.Thread(target=migrate)
+        caller.start()
+        eventually(lambda: migrated_count(own_database, v2["definition_id"]), lambda count: count >= 3,
+                   timeout=60)
+        server.kill()
+        caller.join(30)
+        assert "answer" not in outcome  # the call was cut off ...
+        first = placement(own_database, ids, v1["definition_id"], v2["definition_id"])
+        assert "half" not in first.values(), first
+        assert 0 < list(first.values()).count("v2") < BULK  # ... in the middle
+
+        server.start()
+        answer = api.call("process.migrate", instance_ids=ids, to_definition_id=v2["definition_id"])
+        assert {r["status"] for r in answer["results"]} == {"migrated"}
+        already = [r["instance_id"] for r in answer["results"] if r.get("reason", "").startswith("already")]
+        assert already == [i for i in ids if first[i] == "v2"]
+        assert set(placement(own_database, ids, v1["definition_id"], v2["definition_id"]).values()) == {"v2"}
+        for instance_id in ids[:: BULK // 5]:
+            [task] = open_tasks(api, instance_id)
+            api.call("task.complete", task_id=task["task_id"], result={})
+            waiting_task(api, instance_id, "follow_up")
+    finally:
+        server.stop()
