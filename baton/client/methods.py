@@ -59,6 +59,15 @@ class ProcessMethods(Group):
         """``process.path``: The way an instance went through its diagram: passed, waiting, failed."""
         return self._transport.call("process.path", without_omitted({"instance_id": instance_id}, ()))
 
+    def migrate(self, instance_ids: List[int], to_definition_id: int, *, dry_run: bool | None = None) -> dict[str, Any]:
+        """``process.migrate``: Move running instances to another version of their process (each all or nothing).
+
+        instance_ids: 1 to 100 instances of the target's process
+        to_definition_id: the version to move them to
+        dry_run: check and answer what would happen; change nothing
+        """
+        return self._transport.call("process.migrate", without_omitted({"instance_ids": instance_ids, "to_definition_id": to_definition_id, "dry_run": dry_run}, ()))
+
 
 class TaskMethods(Group):
     """``task.*``"""
@@ -193,6 +202,14 @@ class DefinitionMethods(Group):
         per_page: items per page, at most 100
         """
         return self._transport.call("definition.instances_at", without_omitted({"definition_id": definition_id, "element_id": element_id, "state": state, "page": page, "per_page": per_page}, ()))
+
+    def diff(self, from_definition_id: int, to_definition_id: int) -> dict[str, Any]:
+        """``definition.diff``: The element ids added, removed and changed from one definition to another.
+
+        from_definition_id: the version compared from
+        to_definition_id: the version compared to
+        """
+        return self._transport.call("definition.diff", without_omitted({"from_definition_id": from_definition_id, "to_definition_id": to_definition_id}, ()))
 
 
 class ApikeyMethods(Group):
