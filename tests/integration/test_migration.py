@@ -459,3 +459,56 @@ def test_kill_9_in_the_middle_of_a_bulk_migration_leaves_each_instance_whole_and
             waiting_task(api, instance_id, "follow_up")
     finally:
         server.stop()
+
+
+# -- external tasks, boundary events and embedded subprocesses ---------------------------------------
+
+def test_an_open_external_task_follows_the_instance_and_its_worker_completes_it_on_v2(server, api, unique_code):
+    topic = f"charge-{unique_code}"
+    charge = f'<bpmn:serviceTask id="charge" camunda:type="external" camunda:topic="{topic}" />'
+    v1 = deploy(api, unique_code, chain("startEvent:start", charge, "endEvent:end"))
+    v2 = deploy(api, unique_code, chain("startEvent:start", charge, "userTask:follow_up", "endEvent:end"))
+    instance_id = api.call("process.start", definition_id=v1["definition_id"])["instance_id"]
+    [before] = eventually(lambda: api.call("external.list", instance_id=instance_id)["items"], bool)
+    assert api.call("process.migrate", instance_ids=[instance_id],
+                    to_definition_id=v2["definition_id"])["results"][0]["status"] == "migrated"
+    [row] = db_rows(server, "SELECT id, definition_id, status FROM external_tasks WHERE instance_id = :id",
+                    id=instance_id)
+    assert (row.id, row.definition_id, row.status) == (before["task_id"], v2["definition_id"], "open")
+    [fetched] = api.call("external.fetch_and_lock", worker_id="w1",
+                         topics=[{"name": topic, "lock_duration_ms": 10000}])["tasks"]
+    assert fetched["task_id"] == before["task_id"]
+    api.call("external.complete", task_id=fetched["task_id"], worker_id="w1", variables={"charged": True})
+    assert waiting_task(api, instance_id, "follow_up")["definition_id"] == v2["definition_id"]
+
+
+def boundary_in_subprocess(code: str, after: str = "") -> tuple[str, str]:
+    """A subprocess whose user task has a message boundary event (interrupting) to ``escalated``."""
+    extra = f'<bpmn:message id="m_cancel" name="cancel_{code}" />'
+    inner = chain("startEvent:sub_start", "userTask:inner", "endEvent:sub_end")
+    sub = f'<bpmn:subProcess id="sub">{inner}</bpmn:subProcess>'
+    boundary = ('<bpmn:boundaryEvent id="cancelled" attachedToRef="sub"><bpmn:messageEventDefinition '
+                'messageRef="m_cancel" /></bpmn:boundaryEvent>'
+                '<bpmn:endEvent id="escalated" /><bpmn:sequenceFlow id="f_c" sourceRef="cancelled" targetRef="escalated" />')
+    return chain("startEvent:start", sub, *([after] if after else []), "endEvent:end") + boundary, extra
+
+
+def test_a_task_inside_a_subprocess_with_a_boundary_event_migrates(server, api, unique_code):
+    body1, extra = boundary_in_subprocess(unique_code)
+    body2, _ = boundary_in_subprocess(unique_code, "userTask:follow_up")
+    v1, v2 = deploy(api, unique_code, body1, extra), deploy(api, unique_code, body2, extra)
+    first = api.call("process.start", definition_id=v1["definition_id"])["instance_id"]
+    second = api.call("process.start", definition_id=v1["definition_id"])["instance_id"]
+    inner = waiting_task(api, first, "inner")
+    waiting_task(api, second, "inner")
+    subscriptions = snapshot(server, api, first)["subscriptions"]
+    assert [name for _id, name in subscriptions] == [f"cancel_{unique_code}"]
+
+    results = api.call("process.migrate", instance_ids=[first, second], to_definition_id=v2["definition_id"])["results"]
+    assert [r["status"] for r in results] == ["migrated", "migrated"]
+    assert snapshot(server, api, first)["subscriptions"] == subscriptions
+    api.call("task.complete", task_id=inner["task_id"], result={})
+    waiting_task(api, first, "follow_up")  # out of the subprocess, on v2's new path
+    api.call("message.correlate", name=f"cancel_{unique_code}")  # the boundary still catches, on v2
+    assert api.wait_for(second)["status"] == "completed"
+    assert api.call("task.list", instance_id=second)["items"][0]["status"] == "cancelled"
