@@ -180,6 +180,7 @@ def retry(uow: UnitOfWork, tenant_id: int, instance_id: int, variables: dict[str
     instance = _get(uow, tenant_id, instance_id)
     if instance.status != "failed":
         raise ConflictError(f"Instance {instance_id} is {instance.status}; only failed instances can be retried.")
+    error = instance.error if isinstance(instance.error, dict) else {}
     resumed = uow.execute(
         update(Instance).where(Instance.id == instance.id, Instance.status == "failed")
         .values(status="running", error=None, completed_at=None, revision=Instance.revision + 1))
@@ -192,7 +193,6 @@ def retry(uow: UnitOfWork, tenant_id: int, instance_id: int, variables: dict[str
         payload.update({k: v for k, v in (held_start or {}).items() if k in ("start_event", "trigger")})
     jobs.enqueue(uow, tenant_id, RETRY, instance_id=instance.id, payload=payload)
     jobs.requeue_held(uow, instance.id)
-    error = instance.error if isinstance(instance.error, dict) else {}
     history.record(uow, tenant_id=tenant_id, instance_id=instance.id, kind="retried",
                    element_id=error.get("element_id"), detail={"set": sorted(variables or {})})  # what an internal failure kept aside runs after the retry
     return {"instance_id": instance.id, "status": "running"}

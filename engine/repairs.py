@@ -78,7 +78,7 @@ def _move(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, element_id: 
     answer = {"instance_id": instance.id, "element_id": element_id, "cancelled": checked.cancelled}
     if dry_run:
         return {**answer, "status": instance.status, "dry_run": True}
-    failed = instance.status == "failed"
+    failed, error = instance.status == "failed", instance.error
     uow.execute(update(Instance).where(Instance.id == instance.id)
                 .values(status="running", error=None, completed_at=None, revision=Instance.revision + 1))
     jobs.enqueue(uow, tenant_id, REPAIR, instance_id=instance.id,
@@ -91,7 +91,7 @@ def _move(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, element_id: 
                     .values(status="cancelled", completed_at=utcnow()))
     detail: dict[str, Any] = {"cancelled": checked.cancelled, "set": sorted(variables)}
     if failed:
-        detail["failed"] = instance.error or {}
+        detail["failed"] = error or {}
     history.record(uow, tenant_id=tenant_id, instance_id=instance.id,
                    kind="skipped" if action == repairs.SKIP else "rewound", element_id=element_id, detail=detail)
     return {**answer, "status": "running", "dry_run": False}
