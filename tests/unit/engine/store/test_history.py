@@ -33,15 +33,31 @@ def _events(instance_id: int) -> list[tuple]:
     return [tuple(row) for row in rows]
 
 
+def test_creating_an_instance_records_its_start_with_the_unit_of_works_actor(app, uow):
+    with app.app_context():
+        tenant_id, deployed = deploy_for_new_tenant(uow, "webhook_order.bpmn")
+        uow.commit()
+        _start_by_webhook(tenant_id, deployed)
+
+
+def _start_by_webhook(tenant_id, deployed):
+    with Units(None, engine=db.engine).begin("test", Actor("webhook", "ab12cd34"), on_driver=True,
+                                             single_write=True) as driver:
+        instance_id = writes.create_instance(driver, tenant_id, deployed["definition_id"], {}, START,
+                                             {"start_event": "StartEvent_1"})
+    assert _events(instance_id) == [("started", None, {"type": "webhook", "name": "ab12cd34"},
+                                     {"start_event": "StartEvent_1"})]
+
+
 def test_record_names_the_unit_of_works_actor_unless_given_one(instance, uow):
     tenant_id, instance_id = instance
     uow.actor = Actor("api_key", "ops")
-    history.record(uow, tenant_id=tenant_id, instance_id=instance_id, kind="started")
+    history.record(uow, tenant_id=tenant_id, instance_id=instance_id, kind="cancelled")
     history.record(uow, tenant_id=tenant_id, instance_id=instance_id, kind="failed", element_id="Task_1",
                    actor=Actor("system", "baton"), detail={"message": "boom"})
     uow.commit()
-    assert _events(instance_id) == [
-        ("started", None, {"type": "api_key", "name": "ops"}, {}),
+    assert _events(instance_id)[1:] == [
+        ("cancelled", None, {"type": "api_key", "name": "ops"}, {}),
         ("failed", "Task_1", {"type": "system", "name": "baton"}, {"message": "boom"})]
 
 
@@ -54,10 +70,10 @@ def test_record_many_writes_one_statement_on_the_driver_and_rolls_back_with_its_
         with units.begin("test", on_driver=True) as driver:
             history.record_many(driver, rows)
             raise RuntimeError("the unit of work fails")
-    assert _events(instance_id) == []
+    assert [event[0] for event in _events(instance_id)] == ["started"]  # the instance's own, at its creation
     with units.begin("test", on_driver=True) as driver:
         history.record_many(driver, rows)
-    assert [event[0] for event in _events(instance_id)] == ["started", "completed"]
+    assert [event[0] for event in _events(instance_id)] == ["started", "started", "completed"]
 
 
 def test_an_unknown_kind_is_refused():
