@@ -2,7 +2,6 @@
 through a real server on SQLite and PostgreSQL."""
 from __future__ import annotations
 
-import json
 import threading
 import uuid
 
@@ -143,10 +142,10 @@ def test_a_waiting_instance_moves_to_v2_keeps_its_task_and_variables_and_goes_on
     assert [w["element_id"] for w in status["waiting_for"]] == ["review"]
     [same] = open_tasks(api, instance_id)
     assert (same["task_id"], same["definition_id"]) == (task["task_id"], v2["definition_id"])
-    [event] = db_rows(server, "SELECT kind, detail, actor FROM history_events WHERE instance_id = :id "
-                              "AND kind = 'migrated'", id=instance_id)
-    detail = event.detail if isinstance(event.detail, dict) else json.loads(event.detail)
-    assert (detail["from_version"], detail["to_version"]) == (v1["version"], v2["version"])
+    history = api.call("process.history", instance_id=instance_id, per_page=100)["items"]
+    [event] = [item for item in history if item["kind"] == "migrated"]
+    assert (event["detail"]["from_version"], event["detail"]["to_version"]) == (v1["version"], v2["version"])
+    assert event["actor"]["type"] == "api_key"
 
     api.call("task.complete", task_id=task["task_id"], result={"approved": True})
     follow_up = waiting_task(api, instance_id, "follow_up")  # the step only v2 has
