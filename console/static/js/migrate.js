@@ -39,6 +39,23 @@ function changes(diff) {
   return items.length ? h('ul', { class: 'migration-diff' }, items) : h('p', { class: 'muted' }, 'The two versions have the same elements.');
 }
 
+// One page: an instance that ended since the dry run makes the server refuse the whole call
+// (conflict, naming it); it is left out and the rest sent again.
+async function migratePage(ids, target) {
+  let left = ids;
+  while (left.length) {
+    try {
+      const answer = await call('process.migrate', { instance_ids: left, to_definition_id: target.definition_id });
+      return { results: answer.results, ended: ids.length - left.length };
+    } catch (err) {
+      const gone = (err.reason === 'conflict' && err.data.instance_ids) || [];
+      if (!gone.length) throw err;
+      left = left.filter((id) => !gone.includes(id));
+    }
+  }
+  return { results: [], ended: ids.length };
+}
+
 export async function migrateInstances(source, target, button) {
   const label = button.textContent;
   button.disabled = true;
@@ -81,19 +98,22 @@ export async function migrateInstances(source, target, button) {
     onSubmit: async () => {
       let migrated = 0;
       let notMoved = 0;
+      let ended = 0;
       for (const part of chunks(movable)) {
-        const answer = await call('process.migrate', { instance_ids: part, to_definition_id: target.definition_id });
+        const answer = await migratePage(part, target);
+        ended += answer.ended;
         for (const r of answer.results) {
           if (r.status === 'migrated') migrated += 1;
           else notMoved += 1;
         }
         replace(progress, `Migrated ${migrated} of ${movable.length}…`);
       }
-      return { migrated, notMoved };
+      return { migrated, notMoved, ended };
     },
   });
   if (!done) return;
   announce(`Migrated ${plural(done.migrated, 'instance')} to ${target.code} v${target.version}`
-    + (done.notMoved ? `; ${done.notMoved} refused (they changed since the dry run).` : '.'));
+    + (done.notMoved ? `; ${done.notMoved} refused (they changed since the dry run)` : '')
+    + (done.ended ? `; ${done.ended} ended meanwhile` : '') + '.');
   reloadView();
 }
