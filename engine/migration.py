@@ -139,7 +139,11 @@ def _move(uow: UnitOfWork, tenant_id: int, instance_id: int, target: Definition,
     if write:
         # The lock order of a save (docs/internals.md): the instance's jobs, then the instance.
         uow.execute(select(Job.id).where(Job.instance_id == instance_id).order_by(Job.id).with_for_update())
-        query = query.with_for_update()
+        # FOR NO KEY UPDATE on PostgreSQL: as strong as the save's UPDATE, and it lets a call that
+        # adds a job of the instance meanwhile (its foreign key takes KEY SHARE on the instance;
+        # task.complete does so while holding its task row, which the move updates next) go on
+        # instead of deadlocking with the move.
+        query = query.with_for_update(key_share=True)
     row = uow.execute(query).one_or_none()
     if row is None:
         return _refused(instance_id, "it was deleted meanwhile")

@@ -511,3 +511,46 @@ def test_a_task_inside_a_subprocess_with_a_boundary_event_migrates(server, api, 
     api.call("message.correlate", name=f"cancel_{unique_code}")  # the boundary still catches, on v2
     assert api.wait_for(second)["status"] == "completed"
     assert api.call("task.list", instance_id=second)["items"][0]["status"] == "cancelled"
+
+
+# -- a migration never races an advance ----------------------------------------------------------------
+
+RACERS = 30
+
+
+def test_migrating_while_the_same_instances_advance_loses_nothing_and_doubles_nothing(server, api, versions):
+    """Tasks are completed while their instances migrate: each completion is applied exactly once,
+    on the version the instance was on when its advance saved (a worker whose save finds the
+    instance migrated runs its job again, on the new version)."""
+    v1, v2 = versions
+    ids = [start_at_review(api, v1["definition_id"], n=n) for n in range(RACERS)]
+    tasks = {instance_id: open_tasks(api, instance_id)[0] for instance_id in ids}
+
+    def complete_all() -> None:
+        for instance_id in ids:
+            api.call("task.complete", task_id=tasks[instance_id]["task_id"], result={"done": instance_id})
+
+    completer = threading.Thread(target=complete_all)
+    completer.start()
+    left = list(ids)
+    while left:  # what ended meanwhile is refused by name (conflict): leave it out and go on
+        try:
+            api.call("process.migrate", instance_ids=left[:10], to_definition_id=v2["definition_id"])
+            left = left[10:]
+        except RpcError as exc:
+            assert exc.reason == "conflict", exc
+            left = [i for i in left if i not in exc.data["instance_ids"]]
+    completer.join(60)
+
+    api.wait_until_idle()
+    for instance_id in ids:
+        status = api.call("process.status", instance_id=instance_id)
+        history = [e["kind"] for e in api.call("process.history", instance_id=instance_id, per_page=100)["items"]]
+        assert status["variables"].get("done") == instance_id, (status, history)
+        assert history.count("task_completed") == 1, history
+        if "migrated" in history:  # the completion was applied on v2: its new step waits
+            assert status["status"] == "running" and status["version"] == v2["version"]
+            [follow_up] = open_tasks(api, instance_id)
+            assert follow_up["element_id"] == "follow_up"
+        else:  # applied on v1 before the migration reached it: the instance ended there
+            assert status["status"] == "completed" and status["version"] == v1["version"]
