@@ -554,3 +554,23 @@ def test_migrating_while_the_same_instances_advance_loses_nothing_and_doubles_no
             assert follow_up["element_id"] == "follow_up"
         else:  # applied on v1 before the migration reached it: the instance ended there
             assert status["status"] == "completed" and status["version"] == v1["version"]
+
+
+def script(element_id: str, code: str) -> str:
+    return f'<bpmn:scriptTask id="{element_id}" scriptFormat="python"><bpmn:script>{code}</bpmn:script></bpmn:scriptTask>'
+
+
+def test_a_failed_instance_moves_to_the_fixed_version_and_its_retry_runs_the_fix(api, unique_code):
+    v1 = deploy(api, unique_code, chain("startEvent:start", script("divide", "result = 10 / divisor"), "endEvent:end"))
+    v2 = deploy(api, unique_code, chain("startEvent:start", script("divide", "result = 10 / (divisor or 5)"),
+                                        "endEvent:end"))
+    instance_id = api.call("process.start", definition_id=v1["definition_id"], variables={"divisor": 0})["instance_id"]
+    failed = api.wait_for(instance_id)
+    assert failed["status"] == "failed" and failed["error"]["element_id"] == "divide"
+    [result] = api.call("process.migrate", instance_ids=[instance_id], to_definition_id=v2["definition_id"])["results"]
+    assert result == {"instance_id": instance_id, "status": "migrated"}
+    still = api.call("process.status", instance_id=instance_id)
+    assert (still["status"], still["version"]) == ("failed", v2["version"])  # moved, not run
+    api.call("process.retry", instance_id=instance_id)
+    done = api.wait_for(instance_id)
+    assert done["status"] == "completed" and done["variables"]["result"] == 2
