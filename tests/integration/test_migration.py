@@ -574,3 +574,41 @@ def test_a_failed_instance_moves_to_the_fixed_version_and_its_retry_runs_the_fix
     api.call("process.retry", instance_id=instance_id)
     done = api.wait_for(instance_id)
     assert done["status"] == "completed" and done["variables"]["result"] == 2
+
+
+def parallel(after: str = "") -> str:
+    flows = "".join(f'<bpmn:sequenceFlow id="{i}" sourceRef="{s}" targetRef="{t}" />' for i, s, t in (
+        ("p1", "start", "split"), ("p2", "split", "left"), ("p3", "split", "right"), ("p4", "left", "join"),
+        ("p5", "right", "join"), ("p6", "join", after or "end"), *([("p7", after, "end")] if after else [])))
+    elements = ('<bpmn:startEvent id="start" /><bpmn:parallelGateway id="split" /><bpmn:userTask id="left" />'
+                '<bpmn:userTask id="right" /><bpmn:parallelGateway id="join" /><bpmn:endEvent id="end" />'
+                + (f'<bpmn:userTask id="{after}" />' if after else ""))
+    return elements + flows
+
+
+def test_an_instance_with_one_branch_at_the_join_and_one_waiting_migrates(api, unique_code):
+    v1, v2 = deploy(api, unique_code, parallel()), deploy(api, unique_code, parallel("after_join"))
+    instance_id = api.call("process.start", definition_id=v1["definition_id"])["instance_id"]
+    both = eventually(lambda: open_tasks(api, instance_id), lambda tasks: len(tasks) == 2)
+    left = next(t for t in both if t["element_id"] == "left")
+    api.call("task.complete", task_id=left["task_id"], result={"left": True})
+    right = waiting_task(api, instance_id, "right")
+    assert api.call("process.migrate", instance_ids=[instance_id],
+                    to_definition_id=v2["definition_id"])["results"][0]["status"] == "migrated"
+    api.call("task.complete", task_id=right["task_id"], result={"right": True})
+    after = waiting_task(api, instance_id, "after_join")  # the join fired once, into v2's new step
+    api.call("task.complete", task_id=after["task_id"], result={})
+    done = api.wait_for(instance_id)
+    assert done["status"] == "completed" and done["variables"]["left"] and done["variables"]["right"]
+
+
+def test_process_migrate_is_its_own_permission_and_process_star_grants_it(server, api, versions):
+    v1, v2 = versions
+    instance_id = start_at_review(api, v1["definition_id"])
+    granted = server.api(api.call("apikey.create", name="ops", permissions=["process.*"])["api_key"])
+    reader = server.api(api.call("apikey.create", name="reader", permissions=["process.status"])["api_key"])
+    params = {"instance_ids": [instance_id], "to_definition_id": v2["definition_id"], "dry_run": True}
+    assert granted.call("process.migrate", **params)["results"][0]["status"] == "would_migrate"
+    with pytest.raises(RpcError) as refused:
+        reader.call("process.migrate", **params)
+    assert refused.value.reason == "forbidden"
