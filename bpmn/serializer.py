@@ -108,6 +108,11 @@ def _serializers() -> tuple[BpmnWorkflowSerializer, BpmnWorkflowSerializer, type
     return found
 
 
+def spec_registry():
+    """The full serializer's registry (this thread's): what ``bpmn.migration`` compares specs with."""
+    return _serializers()[0].registry
+
+
 def spec_to_json(spec: BpmnProcessSpec, subprocess_specs: dict[str, BpmnProcessSpec]) -> str:
     serializer = _serializers()[0]
     dct = {

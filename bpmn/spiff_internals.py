@@ -171,3 +171,26 @@ def log_state_changes_only_when_written() -> None:
 def state_changes_log_as_spiffworkflow_does() -> None:
     """Put SpiffWorkflow's own ``_set_state`` back (tests compare the two)."""
     spiff_task.Task._set_state = _SPIFF_SET_STATE
+
+
+# --- moving a workflow onto another version of its spec (bpmn.migration) ----------------------------
+
+def repredict(task) -> None:
+    """Predict again, from the task's (new) spec, the branch below a task that waits or runs,
+    keeping the task itself: its id, state, data and internal data (a timer's due time, an AI
+    dialog's turn). SpiffWorkflow's ``migrate_workflow`` resets such a task instead
+    (``Task.reset_branch``: internal data cleared, a new due time, a task opened again); this is its
+    prediction half alone: the predicted descendants go, and ``TaskSpec._predict`` runs on the task
+    as on a definite task (FUTURE) before its state is put back, without a state change logged."""
+    state = task.state
+    task._drop_children(force=True)
+    task._state = TaskState.FUTURE
+    task.task_spec._predict(task, mask=TaskState.PREDICTED_MASK | TaskState.FUTURE)
+    task._state = state
+
+
+def compare_specs(diff, spec, candidate) -> list[str]:
+    """What differs between two aligned task specs, as ``SpecDiff`` records it for the specs its
+    own walk reached (``SpecDiff._compare_task_specs``: the changed keys of their serialized forms,
+    or ``["typename"]`` when their classes differ)."""
+    return diff._compare_task_specs(spec, candidate)

@@ -21,6 +21,7 @@ from engine.errors import ConflictError, NotFoundError
 from engine.jobs.kinds import EXTERNAL_RESULT
 from engine.jobs.retry import external_retry_at
 from engine.jobs.wakers import LongPoll
+from engine.store import history
 from engine.store.db import iso, utcnow
 from engine.store.models import ExternalTask, Instance
 from engine.store.paging import page_of
@@ -137,6 +138,10 @@ def _queue_result(uow: UnitOfWork, row: ExternalTask, result: dict[str, Any]) ->
     """The job that carries the worker's result to the instance, in the report's transaction."""
     jobs.enqueue(uow, row.tenant_id, EXTERNAL_RESULT, instance_id=row.instance_id,
                  payload={"spiff_task_id": row.spiff_task_id, **result})
+    if result["outcome"] != "failure":  # a failure is recorded when it fails the instance
+        history.record(uow, tenant_id=row.tenant_id, instance_id=row.instance_id, kind="task_completed",
+                       element_id=row.element_id, detail={"external_task_id": row.id, **({"bpmn_error": result["error_code"]}
+                                                                     if result["outcome"] == "bpmn_error" else {})})
 
 
 def cancel_open(uow: UnitOfWork, instance_id: int) -> None:

@@ -15,7 +15,7 @@ from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.jobs.kinds import MESSAGE, RETRY, START
 from engine.runtime import subscription_rows
 from engine.runtime.routing import QUEUED
-from engine.store import workflows, writes
+from engine.store import history, workflows, writes
 from engine.store.db import iso, utcnow
 from engine.store.models import Definition, Instance, Job
 from engine.store.paging import page_of
@@ -105,6 +105,7 @@ def cancel(uow: UnitOfWork, tenant_id: int, instance_id: int) -> dict[str, Any]:
         external_tasks.cancel_open(uow, instance.id)
         subscription_rows.drop(uow, instance.id)
         outbox.close_for_instance(uow, instance.id)
+        history.record(uow, tenant_id=tenant_id, instance_id=instance.id, kind="cancelled")
         code = workflows.definition_code(uow, instance.definition_id)
         uow.after_commit(lambda: metrics.INSTANCES_ENDED.labels(code, "cancelled").inc())
     return {"instance_id": instance.id, "status": "cancelled"}
@@ -169,6 +170,8 @@ def send_message(uow: UnitOfWork, tenant_id: int, instance_id: int, message: str
         raise ConflictError(f"Instance {instance_id} changed while the message arrived; send it again.")
     jobs.enqueue(uow, tenant_id, MESSAGE, instance_id=instance.id,
                  payload={"message": message, "variables": variables or {}})
+    history.record(uow, tenant_id=tenant_id, instance_id=instance.id, kind="message_received",
+                   element_id=waiting.get("element_id"), detail={"message": message})
     return {"instance_id": instance.id, "delivered": True}
 
 
@@ -177,6 +180,7 @@ def retry(uow: UnitOfWork, tenant_id: int, instance_id: int, variables: dict[str
     instance = _get(uow, tenant_id, instance_id)
     if instance.status != "failed":
         raise ConflictError(f"Instance {instance_id} is {instance.status}; only failed instances can be retried.")
+    error = instance.error if isinstance(instance.error, dict) else {}
     resumed = uow.execute(
         update(Instance).where(Instance.id == instance.id, Instance.status == "failed")
         .values(status="running", error=None, completed_at=None, revision=Instance.revision + 1))
@@ -188,5 +192,7 @@ def retry(uow: UnitOfWork, tenant_id: int, instance_id: int, variables: dict[str
             Job.instance_id == instance.id, Job.kind == START, Job.run_at == jobs.HELD_UNTIL)).scalars().first()
         payload.update({k: v for k, v in (held_start or {}).items() if k in ("start_event", "trigger")})
     jobs.enqueue(uow, tenant_id, RETRY, instance_id=instance.id, payload=payload)
-    jobs.requeue_held(uow, instance.id)  # what an internal failure kept aside runs after the retry
+    jobs.requeue_held(uow, instance.id)
+    history.record(uow, tenant_id=tenant_id, instance_id=instance.id, kind="retried",
+                   element_id=error.get("element_id"), detail={"set": sorted(variables or {})})  # what an internal failure kept aside runs after the retry
     return {"instance_id": instance.id, "status": "running"}

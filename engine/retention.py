@@ -40,7 +40,7 @@ from sqlalchemy import delete, exists, func, or_, select, text, update
 from engine import jobs
 from engine.jobs.kinds import OPERATOR, RETENTION, THROWN
 from engine.store.db import utcnow
-from engine.store.models import (AiDialog, Conversation, Delivery, EventSubscription, ExternalTask,
+from engine.store.models import (AiDialog, Conversation, Delivery, EventSubscription, ExternalTask, HistoryEvent,
                                  IdempotencyRecord, InboundReceipt, Instance, Job, Message, Task, Tenant,
                                  WebhookRoute)
 from engine.store.unit_of_work import UnitOfWork
@@ -52,7 +52,7 @@ ENDED = ("completed", "failed", "cancelled")
 IDEMPOTENCY_WINDOW = timedelta(hours=24)  # the contract's replay window (§4.1)
 RECEIPT_MIN_AGE = timedelta(days=7)       # WhatsApp retries an undelivered notification for up to 7 days
 # Every table retention removes rows from, in the order the command prints them.
-TABLES = ("instances", "tasks", "external_tasks", "event_subscriptions", "jobs", "ai_dialogs",
+TABLES = ("instances", "tasks", "external_tasks", "event_subscriptions", "jobs", "history_events", "ai_dialogs",
           "conversations", "messages", "deliveries", "idempotency_records", "inbound_receipts")
 _SCHEDULE_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:namespace AS integer), 0)")
 _LOCK_NAMESPACE = 0x4252544E  # "BRTN"
@@ -166,7 +166,8 @@ def _instances_batch(uow: UnitOfWork, tenant_id: int, cutoff: datetime, now: dat
     if chats:
         remove("conversations", delete(Conversation).where(Conversation.id.in_(chats)))
     for name, model in (("tasks", Task), ("external_tasks", ExternalTask),
-                        ("event_subscriptions", EventSubscription), ("jobs", Job)):
+                        ("event_subscriptions", EventSubscription), ("jobs", Job),
+                        ("history_events", HistoryEvent)):
         remove(name, delete(model).where(model.instance_id.in_(ids)))
     remove("instances", delete(Instance).where(Instance.id.in_(ids), Instance.status.in_(ENDED)))
     return len(ids), removed

@@ -6,8 +6,8 @@ claims exactly one changes the row and the other finds it held: a ``conflict``. 
 ``user`` of the calling API key (``engine.auth``); a key without one cannot claim, nor release
 what it does not hold (``invalid_params`` naming the key's missing ``user``). Handing over to
 someone else (``*.assign``) needs the permission of that name. A task's inbox rows
-(``task_audience``) are rewritten with its holder. History events of these changes belong to the
-history module and are not recorded here.
+(``task_audience``) are rewritten with its holder, and its instance's history records who took it
+(``task_claimed``) or gave it (``task_assigned``, ``task.unclaim`` too: to nobody).
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from sqlalchemy import or_, select, update
 
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.runtime.task_assignment import replace_audience
+from engine.store import history
 from engine.store.models import Conversation, Task
 from engine.store.unit_of_work import UnitOfWork
 
@@ -44,6 +45,7 @@ def claim_task(uow: UnitOfWork, principal, task_id: int) -> dict[str, Any]:
         _refuse_task(task, f"Task {task_id} is held by '{task.assignee}'; ask them, or someone with "
                            f"'{TASK_ASSIGN}', to hand it over.")
     replace_audience(uow, task)
+    _record(uow, task, "task_claimed")
     return _task_answer(task)
 
 
@@ -62,6 +64,7 @@ def unclaim_task(uow: UnitOfWork, principal, task_id: int) -> dict[str, Any]:
         _refuse_task(task, f"Task {task_id} is held by '{task.assignee}'; only they, or someone with "
                            f"'{TASK_ASSIGN}', may release it.")
     replace_audience(uow, task)
+    _record(uow, task, "task_assigned")
     return _task_answer(task)
 
 
@@ -75,6 +78,7 @@ def assign_task(uow: UnitOfWork, principal, task_id: int, user: str | None) -> d
     if not changed:
         _refuse_task(task, "")
     replace_audience(uow, task)
+    _record(uow, task, "task_assigned")
     return _task_answer(task)
 
 
@@ -84,6 +88,11 @@ def _task(uow: UnitOfWork, tenant_id: int, task_id: int) -> Task:
     if task is None:
         raise NotFoundError(f"Task {task_id} not found.")
     return task
+
+
+def _record(uow: UnitOfWork, task: Task, kind: str) -> None:
+    history.record(uow, tenant_id=task.tenant_id, instance_id=task.instance_id, kind=kind,
+                   element_id=task.element_id, detail={"task_id": task.id, "assignee": task.assignee})
 
 
 def _refuse_task(task: Task, held: str) -> None:

@@ -20,6 +20,7 @@ from bpmn.task_throws import ERROR, ESCALATION
 from engine import jobs
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.jobs.kinds import COMPLETE_TASK
+from engine.store import history
 from engine.store.db import utcnow
 from engine.store.models import Instance, Task
 from engine.store.unit_of_work import UnitOfWork
@@ -67,4 +68,6 @@ def throw_at(uow: UnitOfWork, task: Task, kind: str, code: str, message: str | N
     jobs.enqueue(uow, task.tenant_id, COMPLETE_TASK, instance_id=task.instance_id,
                  payload={"spiff_task_id": task.spiff_task_id,
                           "throw": {"kind": kind, "code": code, "message": message, "variables": variables}})
+    history.record(uow, tenant_id=task.tenant_id, instance_id=task.instance_id, kind="task_completed",
+                   element_id=task.element_id, detail={"task_id": task.id, f"bpmn_{kind}": code})
     return {"task_id": task.id, "status": status, "instance_id": task.instance_id}

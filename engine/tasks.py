@@ -19,7 +19,7 @@ from engine.form_schemas import check_result
 from engine.forms import validate_result
 from engine.jobs.kinds import COMPLETE_TASK
 from engine.runtime.human_task_rows import hash_token
-from engine.store import task_counts
+from engine.store import history, task_counts
 from engine.store.db import iso, utcnow
 from engine.store.models import Conversation, Form, Instance, Task, TaskAudience
 from engine.store.unit_of_work import UnitOfWork
@@ -259,4 +259,6 @@ def _complete(uow: UnitOfWork, task: Task, result: dict[str, Any] | None) -> dic
         raise ConflictError(f"Task {task_id} was completed by another call.")
     jobs.enqueue(uow, task.tenant_id, COMPLETE_TASK, instance_id=task.instance_id,
                  payload={"spiff_task_id": task.spiff_task_id, "result": checked})
+    history.record(uow, tenant_id=task.tenant_id, instance_id=task.instance_id, kind="task_completed",
+                   element_id=task.element_id, detail={"task_id": task.id, "result": sorted(checked)})
     return {"task_id": task.id, "status": "completed", "instance_id": task.instance_id}

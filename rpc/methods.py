@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 from rpc import (admin, channel_configs, conversations, deliveries, discovery, external, insight, messages,
-                 processes, tasks)
+                 migration, processes, tasks)
 from rpc.registry import MethodTable
 
 
 def build_methods() -> MethodTable:
     return MethodTable([*processes.METHODS, *tasks.METHODS, *conversations.METHODS, *admin.METHODS,
                         *channel_configs.METHODS, *deliveries.METHODS, *external.METHODS, *messages.METHODS,
-                        *insight.METHODS, *discovery.METHODS])
+                        *insight.METHODS, *migration.METHODS, *discovery.METHODS])

@@ -1,10 +1,11 @@
 """process.* methods: the declared params, then the engine."""
 from __future__ import annotations
 
-from engine import instances
+from engine import history, instances, repairs
+from engine.store.history import KINDS
 from rpc.registry import RpcMethod
-from rpc.schema import (BOOL, ID, INT, OBJECT, PAGING, TEXT, TIME, Choice, IdOrCode, JsonObject, Param,
-                        Text, array, nullable, obj, one_of, page_of)
+from rpc.schema import (BOOL, ID, INT, OBJECT, PAGING, TEXT, TIME, Choice, Flag, IdOrCode, JsonObject, ListOf,
+                        Param, Text, array, nullable, obj, one_of, page_of)
 
 
 def start(ctx, params):
@@ -35,6 +36,26 @@ def retry(ctx, params):
     return instances.retry(ctx.uow, ctx.tenant_id, params["instance_id"], params.get("variables"))
 
 
+def history_(ctx, params):
+    return history.read(ctx.uow, ctx.tenant_id, params["instance_id"], page=params["page"],
+                        per_page=params["per_page"])
+
+
+def set_variables(ctx, params):
+    variables, remove = params.get("variables") or {}, params.get("remove") or []
+    return repairs.set_variables(ctx.uow, ctx.specs, ctx.tenant_id, params["instance_id"], variables, remove)
+
+
+def skip(ctx, params):
+    return repairs.skip(ctx.uow, ctx.specs, ctx.tenant_id, params["instance_id"], params["element_id"],
+                        params.get("variables"), dry_run=params["dry_run"])
+
+
+def rewind(ctx, params):
+    return repairs.rewind(ctx.uow, ctx.specs, ctx.tenant_id, params["instance_id"], params["element_id"],
+                          params.get("variables"), dry_run=params["dry_run"])
+
+
 INSTANCE = Param("instance_id", ID, required=True)
 VARIABLES = Param("variables", JsonObject(), description="merged into the instance's variables")
 STATUS = one_of(*instances.STATUSES)
@@ -44,6 +65,15 @@ WAITING = obj(("message", "messages", "correlation", "signal", "signals", "topic
               element_id=TEXT, kind=TEXT, message=TEXT, messages=array(TEXT), correlation=OBJECT, signal=TEXT,
               signals=array(TEXT), topic=TEXT, due_at=TIME, operator=TEXT)
 # An instance in a list (process.list, definition.instances_at).
+# One event of an instance's history (process.history).
+ACTOR = obj(type=one_of("api_key", "webhook", "channel", "system"), name=TEXT)
+HISTORY_EVENT = obj(event_id=INT, at=TIME, kind=one_of(*KINDS), element_id=nullable(TEXT), actor=ACTOR, detail=OBJECT)
+# What a skip or rewind did (or, dry_run, would do).
+MOVED = obj(instance_id=INT, status=STATUS, element_id=TEXT, dry_run=BOOL,
+            cancelled=array(obj(element_id=TEXT, kind=TEXT)))
+ELEMENT = Param("element_id", Text(max_len=255), required=True, description="the BPMN element's id")
+DRY_RUN = Param("dry_run", Flag(), default=False,
+                description="true: check it and answer what it would cancel, change nothing")
 INSTANCE_ITEM = obj(instance_id=INT, status=STATUS, definition_id=INT, started_at=TIME,
                     completed_at=nullable(TIME), waiting_at=array(TEXT), failed_at=nullable(TEXT))
 
@@ -70,4 +100,20 @@ METHODS = (
               result=obj(instance_id=INT, delivered=BOOL)),
     RpcMethod("process.retry", retry, summary="Resume a failed instance at the element that failed.",
               params=(INSTANCE, VARIABLES), result=obj(instance_id=INT, status=one_of("running"))),
+    RpcMethod("process.history", history_, permission="process.status",
+              summary="An instance's history, oldest first: what happened to it and who did it.",
+              params=(INSTANCE, *PAGING), result=page_of(HISTORY_EVENT)),
+    RpcMethod("process.set_variables", set_variables,
+              summary="Set and remove variables of a running or failed instance, between two of its steps.",
+              params=(INSTANCE, Param("variables", JsonObject(), description="names and their new values"),
+                      Param("remove", ListOf(Text(max_len=255), max_items=1000), description="names to remove")),
+              result=obj(instance_id=INT, variables=OBJECT)),
+    RpcMethod("process.skip", skip,
+              summary="Complete the element a running or failed instance waits or failed at, without running it.",
+              params=(INSTANCE, ELEMENT, Param("variables", JsonObject(), description="merged in before it goes on"),
+                      DRY_RUN), result=MOVED),
+    RpcMethod("process.rewind", rewind,
+              summary="Take an instance back to an element it passed; it runs again from there.",
+              params=(INSTANCE, ELEMENT, Param("variables", JsonObject(), description="merged in at the element"),
+                      DRY_RUN), result=MOVED),
 )

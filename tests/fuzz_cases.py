@@ -108,7 +108,8 @@ class World:
     def known(self, param: str) -> list[Any]:
         return {"instance_id": self.instance_ids, "task_id": self.task_ids, "definition_id": self.definition_ids,
                 "process_id": self.definition_ids, "binding_id": self.binding_ids, "config_id": self.config_ids,
-                "webhook_id": self.webhook_ids}.get(param, [])
+                "webhook_id": self.webhook_ids, "to_definition_id": self.definition_ids,
+                "from_definition_id": self.definition_ids}.get(param, [])
 
 
 def _param_value(world: World, name: str):
@@ -116,6 +117,8 @@ def _param_value(world: World, name: str):
     options = [hostile_values, st.sampled_from(INTS)]
     if known:
         options.append(st.sampled_from(known))
+    if name == "instance_ids" and world.instance_ids:  # process.migrate: a list of the tenant's ids
+        options.append(st.lists(st.sampled_from(world.instance_ids), min_size=1, max_size=5))
     if name == "wait_ms":  # a long poll is allowed to wait: keep each example short
         return st.integers(-5, 50)
     return st.one_of(*options)

@@ -55,9 +55,52 @@ class ProcessMethods(Group):
         """
         return self._transport.call("process.retry", without_omitted({"instance_id": instance_id, "variables": variables}, ()))
 
+    def history(self, instance_id: int, *, page: int | None = None, per_page: int | None = None) -> dict[str, Any]:
+        """``process.history``: An instance's history, oldest first: what happened to it and who did it.
+
+        page: the page, from 1
+        per_page: items per page, at most 100
+        """
+        return self._transport.call("process.history", without_omitted({"instance_id": instance_id, "page": page, "per_page": per_page}, ()))
+
+    def set_variables(self, instance_id: int, *, variables: dict[str, Any] | None = None, remove: List[str] | None = None) -> dict[str, Any]:
+        """``process.set_variables``: Set and remove variables of a running or failed instance, between two of its steps.
+
+        variables: names and their new values
+        remove: names to remove
+        """
+        return self._transport.call("process.set_variables", without_omitted({"instance_id": instance_id, "variables": variables, "remove": remove}, ()))
+
+    def skip(self, instance_id: int, element_id: str, *, variables: dict[str, Any] | None = None, dry_run: bool | None = None) -> dict[str, Any]:
+        """``process.skip``: Complete the element a running or failed instance waits or failed at, without running it.
+
+        element_id: the BPMN element's id
+        variables: merged in before it goes on
+        dry_run: true: check it and answer what it would cancel, change nothing
+        """
+        return self._transport.call("process.skip", without_omitted({"instance_id": instance_id, "element_id": element_id, "variables": variables, "dry_run": dry_run}, ()))
+
+    def rewind(self, instance_id: int, element_id: str, *, variables: dict[str, Any] | None = None, dry_run: bool | None = None) -> dict[str, Any]:
+        """``process.rewind``: Take an instance back to an element it passed; it runs again from there.
+
+        element_id: the BPMN element's id
+        variables: merged in at the element
+        dry_run: true: check it and answer what it would cancel, change nothing
+        """
+        return self._transport.call("process.rewind", without_omitted({"instance_id": instance_id, "element_id": element_id, "variables": variables, "dry_run": dry_run}, ()))
+
     def path(self, instance_id: int) -> dict[str, Any]:
         """``process.path``: The way an instance went through its diagram: passed, waiting, failed."""
         return self._transport.call("process.path", without_omitted({"instance_id": instance_id}, ()))
+
+    def migrate(self, instance_ids: List[int], to_definition_id: int, *, dry_run: bool | None = None) -> dict[str, Any]:
+        """``process.migrate``: Move running instances to another version of their process (each all or nothing).
+
+        instance_ids: 1 to 100 instances of the target's process
+        to_definition_id: the version to move them to
+        dry_run: check and answer what would happen; change nothing
+        """
+        return self._transport.call("process.migrate", without_omitted({"instance_ids": instance_ids, "to_definition_id": to_definition_id, "dry_run": dry_run}, ()))
 
 
 class TaskMethods(Group):
@@ -193,6 +236,14 @@ class DefinitionMethods(Group):
         per_page: items per page, at most 100
         """
         return self._transport.call("definition.instances_at", without_omitted({"definition_id": definition_id, "element_id": element_id, "state": state, "page": page, "per_page": per_page}, ()))
+
+    def diff(self, from_definition_id: int, to_definition_id: int) -> dict[str, Any]:
+        """``definition.diff``: The element ids added, removed and changed from one definition to another.
+
+        from_definition_id: the version compared from
+        to_definition_id: the version compared to
+        """
+        return self._transport.call("definition.diff", without_omitted({"from_definition_id": from_definition_id, "to_definition_id": to_definition_id}, ()))
 
 
 class ApikeyMethods(Group):

@@ -27,7 +27,7 @@ from engine import jobs
 from engine.chat import ai_dialogs, channel_configs, outbox, receipts
 from engine.jobs.kinds import CHAT_MESSAGE, START
 from engine.errors import ConflictError, ForbiddenError, NotFoundError
-from engine.store import writes
+from engine.store import history, writes
 from engine.store.db import iso, utcnow
 from engine.store.models import Channel, Conversation, Delivery, Instance, Message
 from engine.store.paging import page_of
@@ -161,6 +161,9 @@ def _route_or_start(uow: UnitOfWork, channel, arrival: Arrival) -> dict[str, Any
         "content": _content(arrival.extras)}).scalar_one()
     if arrival.also is not None:
         arrival.also(uow, conversation)
+    # Linked, not copied: the text stays in conversation.messages.
+    history.record(uow, tenant_id=channel.tenant_id, instance_id=conversation.instance_id, kind="message_received",
+                   detail={"binding_id": conversation.id, "message_id": message_id, "channel": channel.type})
     if not opened:
         variables = _variables(channel, conversation, arrival)
         if not ai_dialogs.route_message(uow, channel.tenant_id, conversation.id, message_id, variables):

@@ -20,8 +20,9 @@ CHAT_MESSAGE = "chat_message"        # a customer's message for the instance (al
 AI_RESULT = "ai_result"              # an AI chat step ended
 EXTERNAL_RESULT = "external_result"  # a worker completed an external task, failed it for good or threw a BPMN error
 SIGNAL = "signal"                    # a broadcast signal for an instance that waits for it
+REPAIR = "repair"                    # process.set_variables, process.skip or process.rewind (engine.repairs)
 INSTANCE_KINDS = (START, TIMER, MESSAGE, RETRY, COMPLETE_TASK, OPERATOR_RESULT, CHAT_MESSAGE, AI_RESULT,
-                  EXTERNAL_RESULT, SIGNAL)
+                  EXTERNAL_RESULT, SIGNAL, REPAIR)
 
 # Other jobs.
 TIMER_START = "timer_start"          # a timer start event of a definition is due

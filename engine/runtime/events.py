@@ -20,6 +20,7 @@ from engine.chat.ai_dialogs import is_ai_chat
 from engine.errors import ExternalTaskError, OperatorError
 from engine.jobs import kinds
 from engine.outbound.http_tasks import DISPATCHED, FAILED
+from engine.runtime import repairs
 from engine.runtime.human_task_rows import is_human
 from engine.store import workflows
 
@@ -38,7 +39,7 @@ class Events:
             kinds.START: self.start, kinds.TIMER: _nothing, kinds.MESSAGE: _message, kinds.RETRY: self.retry,
             kinds.COMPLETE_TASK: _task_completion, kinds.OPERATOR_RESULT: _operator_result,
             kinds.CHAT_MESSAGE: _chat_message, kinds.AI_RESULT: _ai_result,
-            kinds.EXTERNAL_RESULT: _external_result, kinds.SIGNAL: _signal,
+            kinds.EXTERNAL_RESULT: _external_result, kinds.SIGNAL: _signal, kinds.REPAIR: repairs.apply,
         }
 
     def apply(self, kind: str, workflow: BpmnWorkflow | None, payload: dict[str, Any]) -> BpmnWorkflow:

@@ -16,6 +16,7 @@ from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import select, update
 
 from bpmn import any_task_spec
+from engine.jobs.kinds import REPAIR
 from engine.outbound import delivery
 from engine.runtime.task_assignment import add_audience, audience, evaluate_assignment, form_id_for
 from engine.store.db import utcnow
@@ -47,14 +48,17 @@ class HumanTaskRows:
         if not may_open_tasks(advance.specs):
             return None
         workflow = advance.outcome.workflow if advance.running else None
+        reopen = ("cancelled", "completed") if advance.job.kind == REPAIR else ("cancelled",)
         return lambda uow: sync(uow, advance.tenant_id, advance.instance_id, advance.row.definition_id, workflow,
-                                public_url=self.public_url)
+                                public_url=self.public_url, reopen=reopen)
 
 
 def sync(uow: UnitOfWork, tenant_id: int, instance_id: int, definition_id: int, workflow: BpmnWorkflow | None, *,
-         public_url: str) -> None:
+         public_url: str, reopen: tuple[str, ...] = ("cancelled",)) -> None:
     """In the runner's save transaction: open a row for every ready human task; cancel open rows
-    whose task is no longer ready (``workflow`` None: the instance ended)."""
+    whose task is no longer ready (``workflow`` None: the instance ended); reopen the rows in a
+    ``reopen`` status whose task is ready again (after ``process.retry``: cancelled by the failure;
+    after ``process.rewind``: completed too, the task is back with its ``task_id``)."""
     ready = {}
     if workflow is not None:
         ready = {str(t.id): t for t in workflow.get_tasks(state=TaskState.READY) if is_human(t.task_spec)}
@@ -64,10 +68,10 @@ def sync(uow: UnitOfWork, tenant_id: int, instance_id: int, definition_id: int, 
     if gone:
         uow.execute(update(Task).where(Task.instance_id == instance_id, Task.spiff_task_id.in_(gone))
                            .values(status="cancelled", completed_at=utcnow()))
-    reopened = [spiff_id for spiff_id in ready if known.get(spiff_id) == "cancelled"]
-    if reopened:  # ready again after process.retry: the failure had cancelled the row
+    reopened = [spiff_id for spiff_id in ready if known.get(spiff_id) in reopen]
+    if reopened:
         uow.execute(update(Task).where(Task.instance_id == instance_id, Task.spiff_task_id.in_(reopened))
-                           .values(status="in_progress", completed_at=None))
+                           .values(status="in_progress", completed_at=None, result=None))
     opened, forms, now = [], {}, utcnow()
     for spiff_id, task in ready.items():
         if spiff_id in known:

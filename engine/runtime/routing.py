@@ -28,7 +28,7 @@ from engine import jobs
 from engine.chat import outbox as chat_outbox
 from engine.errors import ConflictError
 from engine.jobs import kinds
-from engine.store import workflows, writes
+from engine.store import history, workflows, writes
 from engine.store.db import utcnow
 from engine.store.models import Definition, EventSubscription, Instance
 from engine.store.unit_of_work import UnitOfWork
@@ -63,6 +63,7 @@ def deliver(uow: UnitOfWork, tenant_id: int, kind: str, name: str, variables: di
                             "correlation values that single one out, or all: true.",
                             data={"instance_ids": list(waiting)[:100]})
     reached = []
+    detail = {kind: name, **({"from_instance": exclude} if exclude is not None else {})}
     for instance_id, element_ids in waiting.items():
         if kind == "signal":
             jobs.enqueue(uow, tenant_id, kinds.SIGNAL, instance_id=instance_id,
@@ -72,6 +73,10 @@ def deliver(uow: UnitOfWork, tenant_id: int, kind: str, name: str, variables: di
             jobs.enqueue(uow, tenant_id, kinds.MESSAGE, instance_id=instance_id,
                          payload={"message": name, "variables": variables, "correlation": correlation})
             reached.append(instance_id)
+        else:
+            continue
+        history.record(uow, tenant_id=tenant_id, instance_id=instance_id, kind=f"{kind}_received",
+                       element_id=element_ids[0] if len(element_ids) == 1 else None, detail=detail)
     started = _start(uow, tenant_id, kind, name, variables, correlation, reached) \
         if kind == "signal" or not reached else []
     return {"reached": reached, "started": started}
@@ -195,6 +200,9 @@ def _undelivered(uow: UnitOfWork, tenant_id: int, thrower: int, event: dict[str,
         update(Instance).where(Instance.id == thrower, Instance.status.in_(("running", "completed")))
         .values(status="failed", completed_at=func.coalesce(Instance.completed_at, utcnow()),
                 revision=Instance.revision + 1, error={"message": message, "element_id": element_id}))
+    if failed.rowcount:
+        history.record(uow, tenant_id=tenant_id, instance_id=thrower, kind="failed", element_id=element_id,
+                       detail={"message": message})
     if failed.rowcount and was == "running":
         chat_outbox.close_for_instance(uow, thrower)
         code = workflows.definition_code(uow, definition_id)

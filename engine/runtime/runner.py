@@ -32,14 +32,15 @@ from engine.runtime import stepping
 from engine.runtime.advance import Advance, Contributor
 from engine.runtime.events import Events
 from engine.runtime.outcome import Outcome
-from engine.store import workflows, writes
+from engine.store import history, workflows, writes
 from engine.store.db import utcnow
 from engine.store.models import Instance
-from engine.store.unit_of_work import UnitOfWork
+from engine.store.unit_of_work import SYSTEM, UnitOfWork
 from engine.telemetry import metrics
 
 log = logging.getLogger("baton.runner")
 
+INTERNAL_FAILURE = "An internal error stopped this instance; it can be retried."
 _instances = Instance.__table__
 _LOAD = (select(_instances.c.tenant_id, _instances.c.status, _instances.c.revision, _instances.c.state,
                 _instances.c.definition_id, _instances.c.variables, _instances.c.called_definitions,
@@ -114,7 +115,7 @@ class Runner:
             if batch is not None:
                 batch.append(advance)
                 return
-            uow.on_driver(single_write=not advance.outcome.steps)
+            uow.on_driver(single_write=_one_write(advance))
             _save_instance_and_job(uow, advance)
         else:
             _save_instance_and_job(uow, advance)
@@ -138,7 +139,7 @@ class Runner:
         """Write a batch's plain saves in ``uow`` (on the driver), each all or nothing: one that is
         lost (instance or lease changed) leaves the others saved. Returns the lost ones' jobs."""
         advances = batch.advances
-        uow.on_driver(single_write=len(advances) == 1 and not advances[0].outcome.steps)
+        uow.on_driver(single_write=len(advances) == 1 and _one_write(advances[0]))
         lost = []
         for advance in advances:
             try:
@@ -161,8 +162,9 @@ class Runner:
         failed = uow.execute(
             update(Instance).where(Instance.id == job.instance_id, Instance.status == "running")
             .values(status="failed", completed_at=utcnow(), revision=Instance.revision + 1,
-                    error={"message": "An internal error stopped this instance; it can be retried.",
-                           "element_id": None}))
+                    error={"message": INTERNAL_FAILURE, "element_id": None}))
+        if failed.rowcount == 1:
+            _record_failure(uow, job, {"message": INTERNAL_FAILURE, "element_id": None})
         _keep_for_retry(uow, job, worker_id, failed.rowcount == 1)
 
     def _fail_unchanged(self, uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, row, message: str) -> None:
@@ -174,6 +176,8 @@ class Runner:
             update(Instance).where(Instance.id == job.instance_id, Instance.revision == row.revision)
             .values(status="failed", completed_at=utcnow(), revision=row.revision + 1,
                     error={"message": message, "element_id": None}))
+        if failed.rowcount == 1:
+            _record_failure(uow, job, {"message": message, "element_id": None})
         _keep_for_retry(uow, job, worker_id, failed.rowcount == 1)
 
     @staticmethod
@@ -199,6 +203,34 @@ def _save_instance_and_job(uow: UnitOfWork, advance: Advance) -> None:
         "revision": row.revision + 1, "called_definitions": advance.pinned or None,
         "completed_at": utcnow() if outcome.status != "running" else None}, job.id, advance.worker_id)
     writes.add_path_steps(uow, row.tenant_id, job.instance_id, outcome.steps)
+    history.record_many(uow, _events(advance))
+
+
+def _events(advance: Advance) -> list[dict]:
+    """What an advance adds to its instance's history: its end (``completed``, or the incident
+    that failed it). The rest is recorded where it happens (a task's completion, a message's
+    arrival ... by the call that brought it)."""
+    status, error = advance.outcome.status, advance.outcome.error
+    if status == "completed":
+        return [history.event(tenant_id=advance.tenant_id, instance_id=advance.instance_id, kind="completed",
+                              actor=SYSTEM)]
+    if status == "failed":
+        return [_failure_event(advance.tenant_id, advance.instance_id, error or {})]
+    return []
+
+
+def _one_write(advance: Advance) -> bool:
+    """Whether the save is one statement (so, on PostgreSQL, a transaction in autocommit)."""
+    return not advance.outcome.steps and advance.outcome.status == "running"
+
+
+def _failure_event(tenant_id: int, instance_id: int, error: dict) -> dict:
+    return history.event(tenant_id=tenant_id, instance_id=instance_id, kind="failed", actor=SYSTEM,
+                         element_id=error.get("element_id"), detail={"message": error.get("message")})
+
+
+def _record_failure(uow: UnitOfWork, job: jobs.ClaimedJob, error: dict) -> None:
+    history.record_many(uow, [_failure_event(job.tenant_id, job.instance_id, error)])
 
 
 def _left(job: jobs.ClaimedJob, worker_id: str) -> None:

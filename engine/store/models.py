@@ -243,7 +243,8 @@ from engine.store.chat_models import (AiDialog, AiKnowledge, Channel, Conversati
 from engine.store.waiting_models import EventSubscription, ExternalTask  # noqa: E402
 from engine.store.task_counts import TaskCount  # noqa: E402
 from engine.store.operator_models import Form, TaskAudience  # noqa: E402
+from engine.store.history import HistoryEvent  # noqa: E402
 
 __all__ = ["AiDialog", "AiKnowledge", "ApiKey", "Channel", "Conversation", "Definition", "Delivery",
-           "EventSubscription", "ExternalTask", "Form", "IdempotencyRecord", "InboundReceipt", "Instance", "InstanceSteps",
+           "EventSubscription", "ExternalTask", "Form", "HistoryEvent", "IdempotencyRecord", "InboundReceipt", "Instance", "InstanceSteps",
            "Job", "Message", "RateLimitWindow", "Task", "TaskAudience", "TaskCount", "Tenant", "UnreachableChat", "WebhookRoute"]

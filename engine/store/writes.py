@@ -17,12 +17,13 @@ from typing import Any, Iterator
 
 from sqlalchemy import bindparam, exists, func, insert, literal, select, update
 
+from engine.store import history
 from engine.store.driver import Statement
-from engine.store.models import Instance, InstanceSteps, Job
+from engine.store.models import HistoryEvent, Instance, InstanceSteps, Job
 from engine.store.db import utcnow
 from engine.store.unit_of_work import NOTIFY_CHANNEL, UnitOfWork
 
-_instances, _jobs, _steps = Instance.__table__, Job.__table__, InstanceSteps.__table__
+_instances, _jobs, _steps, _history = Instance.__table__, Job.__table__, InstanceSteps.__table__, HistoryEvent.__table__
 
 
 class Lost(Exception):
@@ -68,8 +69,8 @@ _INSERT_INSTANCE = Statement(_insert_instance)
 
 
 def _create_instance_pg() -> Statement:
-    """The instance and its start job (and the notification) in one statement: the job's
-    instance id comes from the instance's RETURNING."""
+    """The instance, its start job (and the notification) and its history's ``started`` event in
+    one statement: the job's and the event's instance id come from the instance's RETURNING."""
     new = (insert(_instances)
            .values(tenant_id=bindparam("tenant_id"), definition_id=bindparam("definition_id"),
                    variables=bindparam("variables"), status="running", waiting_for=bindparam("waiting_for"),
@@ -79,7 +80,13 @@ def _create_instance_pg() -> Statement:
         ["tenant_id", "instance_id", "kind", "payload", "run_at", "attempts", "created_at"],
         select(bindparam("tenant_id"), new.c.id, bindparam("kind"), bindparam("payload", type_=_jobs.c.payload.type),
                bindparam("now"), literal(0), bindparam("now")))).cte("start_job")
-    return Statement(select(new.c.id, select(func.count()).select_from(job).scalar_subquery()), writes=True)
+    started = insert(_history).from_select(
+        ["tenant_id", "instance_id", "at", "kind", "actor", "detail"],
+        select(bindparam("tenant_id"), new.c.id, bindparam("now"), literal("started"),
+               bindparam("actor", type_=_history.c.actor.type), bindparam("detail", type_=_history.c.detail.type))
+    ).returning(_history.c.id).cte("started_event")
+    return Statement(select(new.c.id, select(func.count()).select_from(job).scalar_subquery(),
+                            select(func.count()).select_from(started).scalar_subquery()), writes=True)
 
 
 _CREATE_INSTANCE_PG = _create_instance_pg()
@@ -160,19 +167,23 @@ def add_handed_job(uow: UnitOfWork, tenant_id: int, kind: str, payload: dict[str
 
 def create_instance(uow: UnitOfWork, tenant_id: int, definition_id: int, variables: dict[str, Any],
                     start_kind: str, start: dict[str, Any] | None = None) -> int:
-    """A running instance and its start job (``start_kind``, the runner's first event); its id.
-    ``start``: where it begins (``start_event``) and what triggered it (``trigger``), for the runner."""
+    """A running instance, its start job (``start_kind``, the runner's first event) and the
+    ``started`` event of its history (the unit of work's actor); its id. ``start``: where it begins
+    (``start_event``) and what triggered it (``trigger``), for the runner."""
     payload = {"variables": variables, **(start or {})}
+    detail = {"start_event": start["start_event"]} if start and start.get("start_event") else {}
     if uow.postgres:
-        [(instance_id, jobs)] = uow.rows(_CREATE_INSTANCE_PG, {
+        [(instance_id, jobs, events)] = uow.rows(_CREATE_INSTANCE_PG, {
             "tenant_id": tenant_id, "definition_id": definition_id, "variables": variables, "waiting_for": [],
-            "kind": start_kind, "payload": payload, "now": utcnow()})
-        assert jobs == 1
+            "kind": start_kind, "payload": payload, "now": utcnow(), "actor": uow.actor.as_dict(),
+            "detail": detail})
+        assert jobs == 1 and events == 1
         uow.ready(start_kind, notified=True)
         return instance_id
     [(instance_id,)] = uow.rows(_INSERT_INSTANCE, {"tenant_id": tenant_id, "definition_id": definition_id,
                                                         "variables": variables})
     add_job(uow, tenant_id, start_kind, instance_id=instance_id, payload=payload)
+    history.record(uow, tenant_id=tenant_id, instance_id=instance_id, kind="started", detail=detail)
     return instance_id
 
 

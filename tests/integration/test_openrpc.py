@@ -208,4 +208,17 @@ def test_every_answer_matches_its_published_result_schema(server, fresh, unique_
     call("task.bpmn_escalation", task_id=task_id, escalation_code="x")
     call("task.bpmn_error", task_id=task_id, error_code="e", message="cannot be paid")
 
+    repaired = fresh.call("process.start", definition_id=unique_code)["instance_id"]
+    fresh.wait_until_idle()
+    call("process.set_variables", instance_id=repaired, variables={"note": "checked"})
+    call("process.skip", instance_id=repaired, element_id="review")
+    fresh.wait_until_idle()
+    call("process.rewind", instance_id=repaired, element_id="review")
+    fresh.wait_until_idle()
+    call("process.history", instance_id=repaired)
+    second_version = fresh.call("definition.deploy", bpmn=MODEL.replace("CODE", unique_code).replace("TOPIC", topic)
+                                .replace('name="Review"', 'name="Review again"'))["definition_id"]
+    call("definition.diff", from_definition_id=definition_id, to_definition_id=second_version)
+    call("process.migrate", instance_ids=[repaired], to_definition_id=second_version, dry_run=True)
+
     assert call.validated | operator.validated == set(call.schemas)

@@ -16,7 +16,7 @@ import pytest
 import requests
 from sqlalchemy import create_engine, func, select, update
 
-from engine.store.models import (AiDialog, Conversation, Delivery, EventSubscription, ExternalTask,
+from engine.store.models import (AiDialog, Conversation, Delivery, EventSubscription, ExternalTask, HistoryEvent,
                                  IdempotencyRecord, InboundReceipt, Instance, Job, Message, Task)
 from tests.conftest import make_database_url
 from tests.harness import ROOT, BatonServer, BatonWorker, RpcError, bpmn, drop_postgres_database
@@ -24,7 +24,7 @@ from tests.integration.test_webchat import accepted, create_channel, deploy_chat
 from tests.receiver import Answer, Receiver
 
 MODELS = {"instances": Instance, "tasks": Task, "external_tasks": ExternalTask,
-          "event_subscriptions": EventSubscription, "jobs": Job, "ai_dialogs": AiDialog,
+          "event_subscriptions": EventSubscription, "jobs": Job, "history_events": HistoryEvent, "ai_dialogs": AiDialog,
           "conversations": Conversation, "messages": Message, "deliveries": Delivery,
           "idempotency_records": IdempotencyRecord, "inbound_receipts": InboundReceipt}
 LONG_AGO = datetime.now(timezone.utc).replace(tzinfo=None) - timedelta(days=31)  # past the default 30
@@ -63,7 +63,8 @@ def hanging_off(engine, instance_ids: list[int]) -> dict[str, int]:
                                           .where(model.instance_id.in_(instance_ids))).scalar()
                  for name, model in (("tasks", Task), ("external_tasks", ExternalTask),
                                      ("event_subscriptions", EventSubscription), ("jobs", Job),
-                                     ("ai_dialogs", AiDialog), ("conversations", Conversation))}
+                                     ("history_events", HistoryEvent), ("ai_dialogs", AiDialog),
+                                     ("conversations", Conversation))}
         found["messages"] = connection.execute(select(func.count()).select_from(Message)
                                                .where(Message.conversation_id.in_(chats or [0]))).scalar()
         found["deliveries"] = connection.execute(select(func.count()).select_from(Delivery).where(

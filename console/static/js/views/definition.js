@@ -3,6 +3,8 @@
 import { batch, call } from '../rpc.js';
 import { append, h, replace, when } from '../dom.js';
 import { drawDiagram } from '../diagram.js';
+import { migrateInstances } from '../migrate.js';
+import { can } from '../session.js';
 import { startInstance } from '../start.js';
 import { errorBox, statusBadge, table } from '../widgets.js';
 
@@ -12,12 +14,18 @@ export async function render(main, [id]) {
   if (got.error) throw got.error;
   const d = got.result;
   const versions = await call('definition.list', { code: d.code, per_page: 20 });
+  // A newer version than this one: its running instances may move there (a dry run first).
+  const latest = versions.items[0];
+  const migrate = latest && latest.version > d.version && can('process.migrate') && can('definition.diff')
+    ? h('button', { type: 'button', class: 'secondary', onclick: (event) => migrateInstances(d, latest, event.currentTarget) }, `Migrate instances to version ${latest.version}…`)
+    : null;
   const header = h('div', { class: 'page-head' },
     h('div', {},
       h('p', { class: 'crumbs' }, h('a', { href: '#/definitions' }, 'Definitions'), ' / ', d.code),
       h('h1', {}, `${d.name || d.code} `, h('span', { class: 'muted' }, `${d.code} v${d.version}`))),
     h('div', { class: 'actions' },
       h('a', { class: 'button secondary', href: `#/instances?definition_id=${d.definition_id}` }, 'Instances'),
+      migrate,
       h('button', { type: 'button', class: 'primary', onclick: () => startInstance(d) }, 'Start instance…')));
   const versionNav = h('nav', { class: 'versions', 'aria-label': 'Versions' }, 'Versions: ',
     versions.items.map((v) => (v.definition_id === d.definition_id
