@@ -49,7 +49,7 @@ class Settings:
     script_timeout_s: float = 5.0                                   # BATON_SCRIPT_TIMEOUT_S
     script_memory_mb: int = 256                                     # BATON_SCRIPT_MEMORY_MB
     script_hosts: int = 8                                           # BATON_SCRIPT_HOSTS (per worker process, >= its threads)
-    script_host_runs: int = 1000                                    # BATON_SCRIPT_HOST_RUNS (then a fresh host)
+    script_host_runs: int = 5000                                    # BATON_SCRIPT_HOST_RUNS (then a fresh host)
     script_user: str = "nobody"                                     # BATON_SCRIPT_USER (hosts' user when run as root)
     script_namespace: str = "auto"                                  # BATON_SCRIPT_NAMESPACE (auto, on, off: bubblewrap)
     job_lease_s: float = 30.0                                       # BATON_JOB_LEASE_S

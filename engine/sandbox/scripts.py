@@ -92,7 +92,9 @@ def resolve_user(user: str) -> tuple[int, int]:
 def _mounts() -> list[str]:
     """bubblewrap options for a read-only minimal root: /usr, the libraries, the interpreter, its
     packages and host.py; a fresh /proc (of the host's own pid namespace), /dev and /tmp."""
-    options = ["--ro-bind", "/usr", "/usr"]
+    # /proc, /dev and /tmp first: a later mount covers an earlier one (Baton may live under /tmp).
+    options = ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(16 * 2**20), "--tmpfs", "/tmp",
+               "--ro-bind", "/usr", "/usr"]
     for path in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
         if os.path.islink(path):
             options += ["--symlink", os.readlink(path), path]
@@ -103,7 +105,7 @@ def _mounts() -> list[str]:
     sources = [sys.base_prefix, sys.prefix, os.path.dirname(sys.executable),
                os.path.dirname(os.path.dirname(os.path.abspath(RestrictedPython.__file__)))]
     bound: list[str] = ["/usr"]
-    made: set[str] = set()
+    made: set[str] = {"/tmp"}
     for source in sorted({os.path.abspath(s) for s in sources} | {_HOST_SCRIPT}, key=len):
         if any(source == b or source.startswith(b.rstrip("/") + "/") for b in bound):
             continue
@@ -119,9 +121,7 @@ def _mounts() -> list[str]:
             made.add(directory)
         options += ["--ro-bind", source, source]
         bound.append(source)
-    options += [
-                "--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", str(16 * 2**20), "--tmpfs", "/tmp",
-                "--chdir", "/"]
+    options += ["--chdir", "/"]
     return options
 
 
@@ -316,7 +316,7 @@ class Sandbox:
     """
 
     def __init__(self, timeout_s: float = 5.0, memory_mb: int = 256, hosts: int = 2, *,
-                 runs_per_host: int = 1000, launch: Launch | None = None, tenant_required: bool = False) -> None:
+                 runs_per_host: int = 5000, launch: Launch | None = None, tenant_required: bool = False) -> None:
         if timeout_s <= 0 or memory_mb <= 0 or hosts <= 0 or runs_per_host <= 0:
             raise ValueError("timeout_s, memory_mb, hosts and runs_per_host must be positive")
         self.timeout_s = float(timeout_s)
