@@ -15,12 +15,13 @@ import os
 import socket
 import sys
 import threading
+import time
 import uuid
 
 import pytest
 
 from engine.sandbox import Sandbox
-from engine.sandbox.scripts import TEST_ESCAPE_ENV, plan_launch
+from engine.sandbox.scripts import TEST_ESCAPE_ENV, plan_launch, resolve_user
 from tests.conftest import BACKENDS
 from tests.harness import ROOT, BatonServer
 from tests.integration.test_metrics import moved, scrape
@@ -262,6 +263,42 @@ def script_process(code: str, script: str) -> str:
 </bpmn:definitions>"""
 
 
+def script_hosts_of(pid: int) -> dict[int, dict[str, str]]:
+    """The interpreters running host.py below ``pid`` (through bubblewrap's processes): pid -> status."""
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(name))
+    found, todo = {}, list(children.get(pid, []))
+    while todo:
+        child = todo.pop()
+        todo += children.get(child, [])
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as f:
+                command = f.read().split(b"\0")
+            with open(f"/proc/{child}/status") as f:
+                status = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if status["Name"].strip().startswith("python") and any(part.endswith(b"host.py") for part in command):
+            found[child] = status
+    return found
+
+
+def running(pid: int) -> bool:
+    """Alive (a zombie waiting for whoever adopted it is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def starts(values: dict, before: dict, reason: str) -> float:
     return moved(before, values, f'baton_script_host_starts_total{{reason="{reason}"}}')
 
@@ -306,5 +343,19 @@ def test_a_host_start_is_paid_once_per_tenant_and_hosts_are_recycled(backend, ow
         assert apis[1].wait_for(again, timeout=60)["variables"]["total"] == 6
         limited = scrape(server.base_url)
         assert starts(limited, before, "limit") == 1 and starts(limited, before, "new") == 2
+
+        # The server's own hosts: one per tenant, as the unprivileged user when the server is root.
+        hosts = script_hosts_of(server.process.pid)
+        assert len(hosts) == 2, hosts
+        if os.geteuid() == 0:
+            uid = str(resolve_user("nobody")[0])
+            assert all(status["Uid"].split() == [uid] * 4 and int(status["CapEff"], 16) == 0
+                       for status in hosts.values()), hosts
+        # kill -9 of the server leaves no host behind (bubblewrap: dies with its parent; else: EOF).
+        server.kill()
+        deadline = time.monotonic() + 10
+        while any(running(pid) for pid in hosts) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not [pid for pid in hosts if running(pid)]
     finally:
         server.stop()
