@@ -166,3 +166,13 @@ def test_where_bubblewrap_works_hosts_run_in_namespaces_and_else_the_launch_says
         assert "without namespaces" in launch.note
         with pytest.raises(BatonError, match="BATON_SCRIPT_NAMESPACE=on"):
             plan_launch("on")
+
+
+def test_the_cpu_backstop_is_recognised_through_bubblewrap_too():
+    import signal
+
+    from engine.sandbox.scripts import _killed_by_cpu_limit
+
+    assert _killed_by_cpu_limit(-signal.SIGXCPU)  # the host itself
+    assert _killed_by_cpu_limit(128 + signal.SIGXCPU)  # bubblewrap passing on the signal that ended it
+    assert not _killed_by_cpu_limit(-signal.SIGKILL) and not _killed_by_cpu_limit(1) and not _killed_by_cpu_limit(None)
