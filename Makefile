@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test check lint bench fuzz install lock client browser clean vendor vendor-update
+.PHONY: run test check lint bench fuzz install lock client browser sandbox clean vendor vendor-update
 
 # Exactly the versions and files of requirements.lock (every extra: ai, gunicorn, dev), checked
 # against its hashes; nothing else is resolved here.
@@ -29,12 +29,12 @@ client: install
 	  | $(BIN)/python -m baton.codegen - > baton/client/methods.py.new
 	mv baton/client/methods.py.new baton/client/methods.py
 
-run: install
+run: install sandbox
 	$(BIN)/flask --app app serve
 
 # On every core (pytest-xdist): each test file runs whole on one worker, so a file's server and
 # database are started once; tests never share a port or a database (tests/harness.py).
-test: install browser
+test: install browser sandbox
 	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # The console's browser tests drive Debian's Chromium (Playwright never downloads a browser):
@@ -44,6 +44,13 @@ browser:
 	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] \
 	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } \
 	  || echo "Chromium is missing and cannot be installed here: the browser tests will skip." >&2
+
+# Script hosts run in namespaces of Debian's bubblewrap where it works (docs/operations.md, "Script
+# hosts"): installed here the same way; without it they still run, limited and unprivileged.
+sandbox:
+	@command -v bwrap >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] \
+	  && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap; } \
+	  || echo "bubblewrap is missing and cannot be installed here: script hosts run without namespaces." >&2
 
 # The fast loop: every unit test and one pass over the main paths through a real server, on SQLite
 # only, without the tests marked slow (those and PostgreSQL are `make test`'s). Measured 45 s on the

@@ -48,6 +48,10 @@ class Settings:
     max_body_bytes: int = 1_048_576                                 # BATON_MAX_BODY_BYTES
     script_timeout_s: float = 5.0                                   # BATON_SCRIPT_TIMEOUT_S
     script_memory_mb: int = 256                                     # BATON_SCRIPT_MEMORY_MB
+    script_hosts: int = 8                                           # BATON_SCRIPT_HOSTS (per worker process, >= its threads)
+    script_host_runs: int = 5000                                    # BATON_SCRIPT_HOST_RUNS (then a fresh host)
+    script_user: str = "nobody"                                     # BATON_SCRIPT_USER (hosts' user when run as root)
+    script_namespace: str = "auto"                                  # BATON_SCRIPT_NAMESPACE (auto, on, off: bubblewrap)
     job_lease_s: float = 30.0                                       # BATON_JOB_LEASE_S
     http_retry_base_s: float = 5.0                                  # BATON_HTTP_RETRY_BASE_S
     poll_s: float = 5.0                                             # BATON_POLL_S
@@ -208,9 +212,15 @@ class Baton:
         from engine.runtime.runner import Runner
         from engine.runtime.timer_starts import TimerStartRunner
         from engine.sandbox import Sandbox, SandboxScriptEngine
+        from engine.sandbox.scripts import plan_launch
         settings = self.settings
+        launch = plan_launch(settings.script_namespace, settings.script_user)
+        logging.getLogger("baton.sandbox").info("Script hosts: %s.", launch.note)
+        # Hosts belong to one tenant each: room for a warm host of a few tenants, and always one
+        # per engine thread, so that a script never waits for a host.
         self.sandbox = Sandbox(timeout_s=settings.script_timeout_s, memory_mb=settings.script_memory_mb,
-                               hosts=threads)
+                               hosts=max(threads, settings.script_hosts), runs_per_host=settings.script_host_runs,
+                               launch=launch, tenant_required=True)
         self.outbound = OutboundHttp(allow_private=settings.allow_private_urls)
         self.ai = build_provider(base_url=settings.ai_base_url, model=settings.ai_model,
                                  api_key=settings.ai_api_key, timeout_s=settings.ai_timeout_s,
@@ -313,6 +323,17 @@ def create_app(config: dict | None = None) -> Flask:
                          "more than 0 and BATON_RETENTION_BATCH at least 1.")
     if settings.db_pool_size < 1:
         raise ValueError("BATON_DB_POOL_SIZE must be at least 1.")
+    if settings.script_hosts < 1 or settings.script_host_runs < 1:
+        raise ValueError("BATON_SCRIPT_HOSTS and BATON_SCRIPT_HOST_RUNS must be at least 1.")
+    if settings.script_namespace not in ("auto", "on", "off"):
+        raise ValueError("BATON_SCRIPT_NAMESPACE must be auto, on or off.")
+    if os.geteuid() == 0:  # script hosts drop to this user: a missing one stops the start, not a script
+        from engine.errors import BatonError
+        from engine.sandbox.scripts import resolve_user
+        try:
+            resolve_user(settings.script_user)
+        except BatonError as exc:
+            raise ValueError(exc.message) from None
     logs.configure(settings.log_level, settings.log_format)
     quiet_spiff_loggers()  # every process runs workflows: the server's RPC calls too, not only workers
     app = Flask(__name__, instance_path=str(INSTANCE))

@@ -93,6 +93,10 @@ def encode(value: Any) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+USERS = ["demo", "ann", "bob"]
+GROUPS = ["sales", "support"]
+
+
 @dataclass
 class World:
     """The tenant's real ids, so that fuzzed calls reach rows as well as refusals."""
@@ -109,7 +113,9 @@ class World:
         return {"instance_id": self.instance_ids, "task_id": self.task_ids, "definition_id": self.definition_ids,
                 "process_id": self.definition_ids, "binding_id": self.binding_ids, "config_id": self.config_ids,
                 "webhook_id": self.webhook_ids, "to_definition_id": self.definition_ids,
-                "from_definition_id": self.definition_ids}.get(param, [])
+                "from_definition_id": self.definition_ids,
+                # operator work (task.assign, conversation.assign, the inbox filters): real-looking names too
+                "user": USERS, "assignee": [*USERS, "me", None], "candidate_group": GROUPS}.get(param, [])
 
 
 def _param_value(world: World, name: str):

@@ -170,7 +170,7 @@ class HttpTaskRunner:
             return None
         specs, _ = self.specs.resolve(uow, row.tenant_id, row.definition_id, row.called_definitions)
         uow.end_read()  # nothing is held while the task is rebuilt and the call goes out
-        workflow = workflows.restore_workflow(row.state, specs, self.script_engine)
+        workflow = workflows.restore_workflow(row.state, specs, self.script_engine.for_tenant(row.tenant_id))
         try:
             task = workflow.get_task_from_id(UUID(spiff_task_id))
         except Exception:  # noqa: BLE001 - a task gone from the tree is simply not there any more

@@ -30,8 +30,8 @@ Event = Callable[[BpmnWorkflow | None, dict[str, Any]], BpmnWorkflow]
 
 
 class Events:
-    """The event of every instance job kind; ``payload`` also carries the advance's ``_specs``
-    and the instance's stored ``_variables``."""
+    """The event of every instance job kind; ``payload`` also carries the advance's ``_specs``,
+    the instance's stored ``_variables`` and the ``_script_engine`` of its tenant."""
 
     def __init__(self, script_engine):
         self.script_engine = script_engine
@@ -50,7 +50,7 @@ class Events:
         only one); a message or signal that started it (``trigger``) is delivered to that event."""
         if workflow is not None:  # already started: a replayed start job changes nothing
             return workflow
-        workflow = workflows.new_workflow(payload["_specs"], self.script_engine)
+        workflow = workflows.new_workflow(payload["_specs"], payload.get("_script_engine") or self.script_engine)
         workflow.get_next_task(state=TaskState.READY).data.update(payload.get("variables") or {})
         if payload.get("start_event"):
             start_at(workflow, payload["start_event"])

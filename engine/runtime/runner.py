@@ -99,8 +99,9 @@ class Runner:
                 return
         uow.end_read()  # no transaction (nor SQLite's write lock) while the engine runs
 
-        workflow = workflows.restore_workflow(row.state, specs, self.script_engine) if row.state else None
-        payload = {**job.payload, "_specs": specs, "_variables": row.variables or {}}
+        engine = self.script_engine.for_tenant(row.tenant_id)  # its scripts run in this tenant's hosts
+        workflow = workflows.restore_workflow(row.state, specs, engine) if row.state else None
+        payload = {**job.payload, "_specs": specs, "_variables": row.variables or {}, "_script_engine": engine}
         outcome = stepping.run(workflow, lambda: self.events.apply(job.kind, workflow, payload), outbox)
         self._save(uow, Advance(job, worker_id, row, specs, pinned, outcome, outbox))
 

@@ -11,6 +11,18 @@ down, then answers each request ``{"script": str, "variables": {...}}`` with eit
 "message": str, "line": int|null}``. The parent enforces the wall-clock limit by killing us; the
 limits set here (address space, CPU, no new files or processes) are what a script cannot escape
 even if it got out of RestrictedPython.
+
+Arguments: ``memory_mb timeout_s uid:gid`` (``-``: keep our user). Started as root, the host drops
+to that unprivileged user and group right after its imports (before it reads any request), which
+also ends every capability it had, and makes itself non-dumpable (no other process of that user
+may read its memory). ``probe uid:gid`` only checks that the start and the drop work (the parent
+probes a bubblewrap launch that way).
+
+Test-only: when the parent passes ``BATON_TEST_ONLY_UNRESTRICTED_HOSTS=1`` in our environment
+(only tests/integration/test_script_hosts.py sets it, in its own process), a request
+``{"unrestricted": source}`` runs that source as plain Python and answers what it leaves in
+``result``: a planted "escaped script" to test what the limits and the namespaces still stop.
+The parent never sends such a request itself, and without that variable it is an error.
 """
 from __future__ import annotations
 
@@ -281,8 +293,54 @@ def _arm_cpu_limit(timeout_s: float) -> None:
     resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
 
 
+def _drop_privileges(ids: str) -> None:
+    """Become ``uid:gid`` for good (real, effective and saved ids; no supplementary groups)."""
+    try:
+        import ctypes  # imported while the interpreter's files are surely readable
+
+        libc = ctypes.CDLL(None, use_errno=True)
+    except (ImportError, OSError):
+        libc = None
+    if ids != "-":
+        uid, gid = (int(part) for part in ids.split(":"))
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+        if os.getresuid() != (uid, uid, uid) or os.getresgid() != (gid, gid, gid):
+            raise SystemExit("the script host could not drop its privileges")
+    if libc is not None:  # no ptrace or /proc/<pid>/mem of this process for another of the same user
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 0 (after the change of user, which resets it)
+
+
+def _warm_up() -> None:
+    """Load what running a script loads lazily, while our files are still readable (a host that
+    dropped to another user may no longer reach the interpreter's directory)."""
+    run("x = [str(i) + 'a' for i in range(3)]\ny = {'k': 1.5, 'l': sorted(x)}\nz = '%s' % len(y)\n"
+        "try:\n    int('no')\nexcept ValueError as e:\n    w = str(e)\n", {"v": 1})
+    run("1 / 0", {})
+    encode({"ok": True, "variables": {"x": [1, "b", None, 1.5]}})
+    _address_space_in_use()  # the ascii codec
+
+
+def _unrestricted(source: str) -> dict:
+    """TEST-ONLY (see the module's doc): plain Python, as an escaped script would run."""
+    namespace: dict = {}
+    try:
+        exec(source, namespace)  # noqa: S102 - test-only, enabled by the test's environment only
+    except BaseException as exc:  # noqa: BLE001 - the test reads what happened
+        return {"ok": True, "result": {"raised": f"{type(exc).__name__}: {exc}"}}
+    return {"ok": True, "result": namespace.get("result")}
+
+
 def main(argv: list[str]) -> int:
+    if argv[1] == "probe":
+        _drop_privileges(argv[2])
+        sys.stdout.write("probe ok\n")
+        return 0
     memory_mb, timeout_s = int(argv[1]), float(argv[2])
+    _warm_up()
+    _drop_privileges(argv[3] if len(argv) > 3 else "-")
+    test_escape = os.environ.get("BATON_TEST_ONLY_UNRESTRICTED_HOSTS") == "1"
     # Ignored or blocked signals survive exec: make sure the CPU backstop can still end us.
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
     for name in ("SIGXCPU", "SIGXFSZ", "SIGTERM"):
@@ -302,7 +360,10 @@ def main(argv: list[str]) -> int:
         try:
             request = json.loads(line)
             _arm_cpu_limit(timeout_s)
-            reply = run(request["script"], request["variables"])
+            if test_escape and "unrestricted" in request:
+                reply = _unrestricted(request["unrestricted"])
+            else:
+                reply = run(request["script"], request["variables"])
         except MemoryError:
             reply = _failure("memory", "the script's variables did not fit in memory")
         except Exception as exc:  # noqa: BLE001 - a malformed request must not kill the host

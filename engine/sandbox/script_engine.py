@@ -20,9 +20,10 @@ class _SandboxEnvironment(BasePythonScriptEngineEnvironment):
     """SpiffWorkflow calls the environment directly in some places (process completion
     conditions, message correlations), so the sandbox is plugged in here, not only in the engine."""
 
-    def __init__(self, sandbox: Sandbox) -> None:
+    def __init__(self, sandbox: Sandbox, tenant=None) -> None:
         super().__init__({})
         self.sandbox = sandbox
+        self.tenant = tenant
 
     def evaluate(self, expression, context, external_context=None):
         names = ChainMap(context, external_context) if external_context else context
@@ -34,7 +35,7 @@ class _SandboxEnvironment(BasePythonScriptEngineEnvironment):
         started = time.perf_counter()
         result = None if script_problem(script)[0] else inline_scripts.run(script, variables)
         if result is None:
-            result = self.sandbox.execute(script, variables)
+            result = self.sandbox.execute(script, variables, tenant=self.tenant)
         else:
             metrics.SCRIPT_SECONDS.labels("ok").observe(time.perf_counter() - started)
         for key in external_context or ():  # data objects live in the workflow, not the task
@@ -56,11 +57,28 @@ class SandboxScriptEngine(PythonScriptEngine):
     is its ``exception`` attribute and also its ``__cause__``. Some SpiffWorkflow paths call the
     environment directly and let the ``ScriptError`` itself propagate. ``script_error_of(exc)``
     handles every case and returns the ScriptError or None.
+
+    A script runs in a host of the engine's tenant: the engine that runs an instance is
+    ``for_tenant(instance's tenant)`` (one per tenant, kept), so that the sandbox never hands a
+    host of one tenant to another's script.
     """
 
-    def __init__(self, sandbox: Sandbox) -> None:
-        super().__init__(environment=_SandboxEnvironment(sandbox))
+    def __init__(self, sandbox: Sandbox, tenant=None) -> None:
+        super().__init__(environment=_SandboxEnvironment(sandbox, tenant))
         self.sandbox = sandbox
+        self.tenant = tenant
+        self._by_tenant: dict = {} if tenant is None else None
+
+    def for_tenant(self, tenant) -> "SandboxScriptEngine":
+        """The engine whose scripts run in hosts of ``tenant`` (built once per tenant)."""
+        if tenant == self.tenant:
+            return self
+        if self._by_tenant is None:
+            raise ValueError("a tenant's script engine serves that tenant only")
+        engine = self._by_tenant.get(tenant)
+        if engine is None:
+            engine = self._by_tenant.setdefault(tenant, SandboxScriptEngine(self.sandbox, tenant))
+        return engine
 
     def validate(self, expression):
         problem = check_expression(expression)

@@ -58,6 +58,10 @@ AI_TURN_SECONDS = Histogram(
 SCRIPT_SECONDS = Histogram(
     "baton_script_duration_seconds", "One sandboxed script run, by outcome (ok, error, limit).", ["outcome"],
     buckets=_SCRIPT_BUCKETS)
+SCRIPT_HOST_STARTS = Counter(
+    "baton_script_host_starts_total", "Script host processes started, by why the tenant's previous one ended "
+    "(new: first script of a tenant in this pool; recycled: after BATON_SCRIPT_HOST_RUNS scripts; limit: a script "
+    "broke a limit; evicted: its place went to another tenant; crashed; closed).", ["reason"])
 
 # -- inbound HTTP (channels) --
 HTTP_REQUESTS = Counter(

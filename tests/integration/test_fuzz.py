@@ -49,9 +49,20 @@ def methods():
     return fuzz_cases.method_params()
 
 
+# Methods of the latest rounds, named so that one dropped from the table fails here (issue 27: operator
+# work; issue 30: discovery).
+RECENT = {"task.claim": ["task_id"], "task.unclaim": ["task_id"], "task.assign": ["task_id", "user"],
+          "conversation.claim": ["binding_id"], "conversation.assign": ["binding_id", "user"],
+          "task.bpmn_error": ["task_id", "error_code"], "task.bpmn_escalation": ["task_id", "escalation_code"],
+          "rpc.discover": []}
+
+
 def test_every_method_is_fuzzed_with_its_own_params(methods):
-    assert len(methods) >= 26
+    assert len(methods) >= 47
     assert "variables" in methods["process.start"] and "result" in methods["task.complete"]
+    for method, params in RECENT.items():
+        assert set(params) <= set(methods[method]), method
+    assert {"mine", "overdue", "candidate_group", "sort"} <= set(methods["task.list"])
 
 
 def test_fuzzed_params_of_every_method_never_break_the_server(target, methods):

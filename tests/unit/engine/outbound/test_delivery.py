@@ -230,8 +230,10 @@ def test_failures_and_timeouts_are_retried_with_the_same_delivery_id(ctx, tenant
     for r in requests:
         github_verify_signature(r.body, "s", header(r, "X-Baton-Signature"))
     gaps = [later.at - earlier.at for earlier, later in zip(requests, requests[1:])]
-    # after 500: 10 ms; after the timeout (0.5 s): 60 ms; after 503: 240 ms; after 404: 1.2 s
-    assert gaps[0] >= 0.01 and gaps[1] >= 0.5 + 0.06 and gaps[2] >= 0.24 and gaps[3] >= 1.2
+    # after 500: 10 ms; after the timeout (0.5 s): 60 ms; after 503: 240 ms; after 404: 1.2 s. The
+    # receiver stamps a request once it has read it, which on a loaded machine can be tens of ms after
+    # the sender's timeout clock began: after the timeout only the timeout itself is certain.
+    assert gaps[0] >= 0.01 and gaps[1] >= 0.5 and gaps[2] >= 0.24 and gaps[3] >= 1.2
 
 
 def test_a_longer_retry_after_is_honoured(ctx, tenant_id, key, receiver, make_runner, uow):

@@ -24,8 +24,21 @@ def sandbox():
     box.close()
 
 
+def host_process(pid: int) -> int:
+    """The interpreter itself: under bubblewrap, the pool's child is bwrap, the host its last descendant."""
+    while True:
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as f:
+                children = f.read().split()
+        except OSError:
+            return pid
+        if not children:
+            return pid
+        pid = int(children[0])
+
+
 def alive_host_pids(box: Sandbox) -> list[int]:
-    return [h.proc.pid for h in box._hosts if h.alive()]
+    return [host_process(h.proc.pid) for h in box._hosts if h.alive()]
 
 
 # --- deploy-time checks ----------------------------------------------------------------------
@@ -117,10 +130,12 @@ def test_escapes_in_expressions_are_refused(sandbox, expression):
     "[s in s for i in 'a' * 9999]",
 ])
 def test_huge_arithmetic_and_data_in_expressions_hit_a_limit_quickly(sandbox, expression):
-    start = time.perf_counter()
-    with pytest.raises(SandboxLimitError):
+    """Refused by the cost model (not the time limit), in a fraction of the time limit's CPU: thread
+    CPU, which a loaded machine does not stretch as it stretches wall time."""
+    start = time.thread_time()
+    with pytest.raises(SandboxLimitError, match="too expensive"):
         sandbox.evaluate(expression, {"x": 1, "s": "b" * 50_000})
-    assert time.perf_counter() - start < 0.5
+    assert time.thread_time() - start < sandbox.timeout_s / 2
 
 
 def test_string_percent_formatting_is_refused_in_expressions(sandbox):
@@ -283,7 +298,9 @@ def test_a_script_host_runs_with_an_empty_environment_and_no_room_for_new_files(
     sandbox.execute("x = 1", {})
     pid = alive_host_pids(sandbox)[0]
     with open(f"/proc/{pid}/environ", "rb") as f:
-        assert f.read() == b"LC_ALL=C.UTF-8\x00"
+        environment = f.read()
+    # bubblewrap, where it runs the host, sets PWD (to "/") after every option
+    assert environment == (b"LC_ALL=C.UTF-8\x00PWD=/\x00" if sandbox.launch.namespaced else b"LC_ALL=C.UTF-8\x00")
     with open(f"/proc/{pid}/limits") as f:
         limits = {line[:26].strip(): line[26:].split() for line in f.read().splitlines()[1:]}
     open_fds = len(os.listdir(f"/proc/{pid}/fd"))
@@ -291,12 +308,21 @@ def test_a_script_host_runs_with_an_empty_environment_and_no_room_for_new_files(
     assert limits["Max address space"][0] != "unlimited"
 
 
-def test_a_trivial_script_round_trip_is_well_under_a_millisecond(sandbox):
-    sandbox.execute("x = a + 1", {"a": 1})
-    start = time.perf_counter()
-    for _ in range(200):
-        sandbox.execute("x = a + 1", {"a": 1})
-    assert (time.perf_counter() - start) / 200 < 0.001
+def test_a_trivial_script_round_trip_costs_a_small_part_of_a_host_start():
+    """A warm host answers a trivial script in well under a twentieth of what starting one costs
+    (both measured here, in this run: a ratio, whatever the machine's load)."""
+    box = Sandbox(timeout_s=5, memory_mb=128, hosts=1)
+    try:
+        start = time.perf_counter()
+        box.execute("x = a + 1", {"a": 1})  # starts the host
+        cold = time.perf_counter() - start
+        start = time.perf_counter()
+        for _ in range(200):
+            box.execute("x = a + 1", {"a": 1})
+        per_trip = (time.perf_counter() - start) / 200
+    finally:
+        box.close()
+    assert per_trip * 20 < cold, (per_trip, cold)
 
 
 def test_a_closed_sandbox_stops_its_hosts():
