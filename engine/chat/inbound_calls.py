@@ -26,7 +26,7 @@ from engine.chat.messengers.protocol import InboundCall, Messenger
 from engine.errors import ConflictError, UnauthorizedError
 from engine.outbound import delivery
 from engine.store.db import utcnow
-from engine.store.models import Channel
+from engine.store.models import Channel, Delivery
 from engine.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger("baton.messengers")
@@ -137,13 +137,29 @@ def _event(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, event: In
         except IntegrityError:       # the same event, taken by a concurrent retry of the call
             return
     if event.kind == DELIVERY_STATUS and event.message_id and event.status in delivery.RECEIPTS:
+        was_sent = event.status == "failed" and _sent_reply(uow, channel.id, event.message_id)
         delivery.record_receipt(uow, channel.id, event.message_id, event.status, event.reason)
+        if was_sent:   # accepted, then reported failed (WhatsApp's 131047 often comes so): dead now
+            messenger_deliveries.tell_process(
+                uow, channel.id, was_sent, f"{messenger.name} reported it failed: {event.reason or 'no reason given'}",
+                messenger.failure_of(event.error_code))
     elif event.kind == UNREACHABLE and event.chat_id:
         reachability.mark(uow, channel.tenant_id, channel.id, event.chat_id, event.reason or event.event)
         # Replies already waiting for a retry die now rather than at their next attempt.
         delivery.wake_key(uow, channel.tenant_id, messenger_deliveries.chat_key(channel.id, event.chat_id))
     elif event.kind == REACHABLE and event.chat_id:
         reachability.clear(uow, channel.id, event.chat_id)
+
+
+_SENT_REPLY = select(Delivery.ordering_key).where(
+    Delivery.channel_id == bindparam("channel_id"), Delivery.external_id == bindparam("external_id"),
+    Delivery.status == delivery.SENT).order_by(Delivery.id.desc()).limit(1)
+
+
+def _sent_reply(uow: UnitOfWork, channel_id: int, external_id: str) -> str | None:
+    """The chat of the sent reply the messenger knows as ``external_id`` (None: no such reply)."""
+    key = uow.run(_SENT_REPLY, {"channel_id": channel_id, "external_id": external_id}).scalar()
+    return None if key is None else messenger_deliveries.chat_of_key(channel_id, key)
 
 
 def _receipt_id(messenger: Messenger, channel: ChannelRow, messenger_id: str | None) -> str | None:

@@ -19,13 +19,16 @@ from bpmn.profile import read_message_buttons
 from engine.chat import reachability
 from engine.chat.messengers.protocol import Messenger
 from engine.chat.messengers.registry import Registry
-from engine.chat.messengers.sending import DEAD, SENT, WAIT, Button, OutboundCall
+from engine import jobs
+from engine.chat.messengers.sending import (BLOCKED, DEAD, FAILURES, OTHER, SENT, UNSUBSCRIBED, WAIT, Button,
+                                            OutboundCall)
+from engine.jobs.kinds import MESSAGE
 from engine.errors import InvalidParamsError
 from engine.outbound import delivery
 from engine.outbound.delivery_runner import RETRY, ChannelCall, Outcome
 from engine.outbound.delivery_runner import WAIT as RUNNER_WAIT
 from engine.store.db import utcnow
-from engine.store.models import Channel
+from engine.store.models import Channel, Conversation, Instance
 from engine.store.unit_of_work import UnitOfWork
 
 MESSAGE_EVENT, BUTTON_ANSWER_EVENT = "message", "button_answer"
@@ -110,11 +113,13 @@ class MessengerCalls:
         channel = None if row.channel_id is None else uow.run(
             _CREDENTIALS, {"channel_id": row.channel_id}).first()
         if channel is None or channel.type != channel_type:
-            return "The channel was deleted: there are no credentials to send this with."
+            return Outcome(delivery.DEAD, error="The channel was deleted: there are no credentials to send this with.",
+                           failure=OTHER)
         chat_id = chat_of_key(row.channel_id, row.ordering_key)
         unreachable = reachability.reason_for(uow, row.channel_id, chat_id) if chat_id is not None else None
         if unreachable:
-            return f"The customer cannot be reached: {unreachable}."
+            return Outcome(delivery.DEAD, error=f"The customer cannot be reached: {unreachable}.",
+                           failure=UNSUBSCRIBED if "unsubscribed" in unreachable else BLOCKED)
         messenger = self.messengers[channel_type]
         try:
             request = messenger.request(channel.settings or {}, OutboundCall.from_json(row.body),
@@ -131,7 +136,7 @@ class MessengerCalls:
             return Outcome(result, status=response.status, external_id=outcome.message_id)
         said = "refused it for good" if result == delivery.DEAD else "did not take it"
         return Outcome(result, status=response.status, error=f"{messenger.name} {said}: {outcome.reason}",
-                       retry_after_s=outcome.wait_s)
+                       retry_after_s=outcome.wait_s, failure=outcome.failure)
 
     def recorded(self, uow: UnitOfWork, row, outcome: Outcome) -> None:
         """A failed attempt is the channel's last error (``channel.get``), with when it happened."""
@@ -139,3 +144,32 @@ class MessengerCalls:
             uow.execute(update(Channel).where(Channel.id == row.channel_id)
                                .values(last_error=f"Delivery {row.id}: {outcome.error}", last_error_at=utcnow())
                                .execution_options(synchronize_session=False))
+
+    def died(self, uow: UnitOfWork, row, error: str | None, failure: str | None) -> None:
+        """A reply to a chat is dead: its conversation's instance hears ``delivery_failed``."""
+        chat_id = None if row.channel_id is None else chat_of_key(row.channel_id, row.ordering_key)
+        if chat_id is not None:
+            tell_process(uow, row.channel_id, chat_id, error, failure)
+
+
+DELIVERY_FAILED = "delivery_failed"
+_conversations, _instances = Conversation.__table__, Instance.__table__
+_WAITING_INSTANCE = (select(_conversations.c.tenant_id, _conversations.c.instance_id)
+                     .join(_instances, _instances.c.id == _conversations.c.instance_id)
+                     .where(_conversations.c.channel_id == bindparam("channel_id"),
+                            _conversations.c.chat_id == bindparam("chat_id"), _conversations.c.status == "active",
+                            _instances.c.status == "running"))
+
+
+def tell_process(uow: UnitOfWork, channel_id: int, chat_id: str, error: str | None, failure: str | None) -> bool:
+    """In the transaction that made a reply dead: the message ``delivery_failed`` (variables
+    ``delivery_error``, ``delivery_reason``) for the running instance of the chat's active
+    conversation, as an instance job: a catch event, receive task or message boundary event of that
+    name takes it; when nothing waits for it, it changes nothing. False when the chat has no such instance."""
+    found = uow.run(_WAITING_INSTANCE, {"channel_id": channel_id, "chat_id": chat_id}).first()
+    if found is None:
+        return False
+    jobs.enqueue(uow, found.tenant_id, MESSAGE, instance_id=found.instance_id, payload={
+        "message": DELIVERY_FAILED, "variables": {"delivery_error": error or "The reply could not be delivered.",
+                                                  "delivery_reason": failure if failure in FAILURES else OTHER}})
+    return True

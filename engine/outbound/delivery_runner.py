@@ -49,13 +49,15 @@ class ChannelCall:
 @dataclass(frozen=True)
 class Outcome:
     """What one attempt came to: ``result`` is SENT, DEAD, RETRY (on the schedule) or WAIT (after
-    ``retry_after_s``, not counted against the schedule); ``external_id`` is the receiver's id of it."""
+    ``retry_after_s``, not counted against the schedule); ``external_id`` is the receiver's id of it;
+    ``failure``: why a dead one can never go, in the words a process hears (``delivery_failed``)."""
 
     result: str
     status: int | None = None
     error: str | None = None
     retry_after_s: float | None = None
     external_id: str | None = None
+    failure: str | None = None
 
 
 class ChannelCalls(Protocol):
@@ -64,16 +66,20 @@ class ChannelCalls(Protocol):
     def handles(self, url: str) -> bool:
         """Whether a delivery with this ``url`` is a channel call rather than a POST to it."""
 
-    def prepare(self, uow, row) -> ChannelCall | str:
+    def prepare(self, uow, row) -> ChannelCall | Outcome | str:
         """Inside the deciding unit of work (``row``: the delivery's columns, a Row): the call with
-        the channel's current credentials, or why it can never be sent (the channel is gone, the
-        customer blocked the bot ...): dead at once."""
+        the channel's current credentials; or an outcome reached without a call (dead: the channel
+        is gone, the customer blocked the bot ...; sent: nothing needs to go); or why it can never be
+        sent (dead at once)."""
 
     def judge(self, call: ChannelCall, response) -> Outcome:
         """The outcome of an answer, read from its body the messenger's way."""
 
     def recorded(self, uow, row, outcome: Outcome) -> None:
         """Inside the recording unit of work: note a failure on the channel (its last error)."""
+
+    def died(self, uow, row, error: str | None, failure: str | None) -> None:
+        """Inside the unit of work that made the delivery dead: tell whoever waits for it."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,9 @@ class DeliveryRunner:
         if row is None or row.status != QUEUED:
             jobs.finish(uow, job, worker_id)
             return
-        _die(uow, job, worker_id, row, "An internal error stopped this delivery; delivery.retry re-sends it.")
+        error = "An internal error stopped this delivery; delivery.retry re-sends it."
+        _die(uow, job, worker_id, row, error)
+        self._died(uow, row, error, None)
         uow.after_commit(metrics.DELIVERIES_DEAD.inc)
 
     # -- 1: may this delivery go now? --
@@ -159,7 +167,9 @@ class DeliveryRunner:
         if self.channel_calls is not None and self.channel_calls.handles(row.url):
             call = self.channel_calls.prepare(uow, row)
             if isinstance(call, str):  # it can never go: dead now, without a call
-                self._record_now(uow, job, worker_id, row, Outcome(DEAD, error=call))
+                call = Outcome(DEAD, error=call)
+            if isinstance(call, Outcome):  # decided without a call (dead, or nothing to send)
+                self._record_now(uow, job, worker_id, row, call)
                 return None
             attempt = _Attempt(row.id, row.tenant_id, row.ordering_key, row.delivery_uid, "", b"", None, call)
         else:
@@ -217,7 +227,7 @@ class DeliveryRunner:
             latency_s = (now - row.created_at).total_seconds()
             uow.after_commit(lambda: _counted(SENT, latency_s))
             return
-        error = outcome.error
+        error, failure = outcome.error, outcome.failure
         if outcome.result in (RETRY, WAIT):
             since, base = delivery.round_of(job.payload, row.created_at)
             if outcome.result == WAIT:
@@ -237,11 +247,16 @@ class DeliveryRunner:
                                     "new_last_status": outcome.status})
                 uow.after_commit(lambda: _counted(outcome.result))
                 return
-            error = f"{error} Gave up after {row.attempts - base} attempts."
+            error, failure = f"{error} Gave up after {row.attempts - base} attempts.", "unreachable"
         uow.run(_NOTED, {"delivery_id": row.id, "new_last_status": outcome.status})
         _die(uow, job, worker_id, row, error)
+        self._died(uow, row, error, failure)
         uow.after_commit(lambda: (log.warning("delivery %s (%s) is dead: %s", row.id, row.delivery_uid, error),
                                   _counted(DEAD)))
+
+    def _died(self, uow: UnitOfWork, row, error: str | None, failure: str | None) -> None:
+        if self.channel_calls is not None and self.channel_calls.handles(row.url):
+            self.channel_calls.died(uow, row, error, failure)
 
 
 def _locked_row(uow: UnitOfWork, delivery_id):

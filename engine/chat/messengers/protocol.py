@@ -144,6 +144,11 @@ class Messenger(ABC):
     def request(self, settings: Mapping[str, Any], outbound: OutboundCall, *, api_url: str) -> HttpRequest:
         """The HTTP request of a stored call, with the channel's current credentials."""
 
+    def failure_of(self, error_code: int | None) -> str:
+        """Why a message the messenger accepted and later reported ``failed`` (with ``error_code``)
+        is dead, in ``delivery_failed``'s words (``sending.FAILURES``)."""
+        return "other"
+
     @abstractmethod
     def classify(self, response: OutboundResponse) -> SendOutcome:
         """What an answer to a call came to: sent, wait, retry, or dead with the messenger's reason."""

@@ -22,7 +22,7 @@ from engine.chat.messengers.connection import Connection, call, quote, refused, 
 from engine.chat.messengers.items import (NO_SECRET, InboundItem, as_dict, as_int, as_list, as_text, header,
                                           hmac_sha256_hex, same_secret)
 from engine.chat.messengers.protocol import Addressed, InboundCall, Messenger
-from engine.chat.messengers.sending import (DEAD, RETRY, SENT, WAIT, Button, HttpRequest, OutboundCall, SendOutcome,
+from engine.chat.messengers.sending import (DEAD, OTHER, UNREACHABLE, WINDOW_CLOSED, RETRY, SENT, WAIT, Button, HttpRequest, OutboundCall, SendOutcome,
                                             answer_object, common_button_refusals, refuse_buttons, require_text,
                                             split_text, utf16_length)
 from engine.chat.messengers.settings import SettingsSpec, digits_setting, token_setting
@@ -196,8 +196,12 @@ class WhatsApp(Messenger):
             wait = response.retry_after_s()
             return SendOutcome(WAIT, reason=reason, wait_s=RATE_LIMIT_WAIT_S if wait is None else wait)
         if code in _DEAD_CODES:
-            return SendOutcome(DEAD, reason=reason)
+            return SendOutcome(DEAD, reason=reason, failure=self.failure_of(code))
         return SendOutcome(RETRY, reason=reason)
+
+    def failure_of(self, error_code: int | None) -> str:
+        """131047: the 24-hour window is closed; 131026: the number cannot receive it; else other."""
+        return {131047: WINDOW_CLOSED, 131026: UNREACHABLE}.get(error_code, OTHER)
 
     def button_refusals(self, buttons: Sequence[Button]) -> list[str]:
         """What WhatsApp cannot carry (refused at deploy): the common rules, more than 3 buttons, a
