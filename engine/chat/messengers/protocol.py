@@ -59,6 +59,9 @@ class Messenger(ABC):
     type: ClassVar[str]                    # the channel type and start event trigger: "telegram"
     name: ClassVar[str]                    # how answers and errors name it: "Telegram"
     settings_spec: ClassVar[SettingsSpec]  # a channel's settings: exactly these keys, which are secret
+    # Seconds after the customer's last message during which free-form replies are allowed (WhatsApp's
+    # 24-hour customer-service window); None: no such window. Later a reply needs ``template_call``.
+    window_s: ClassVar[float | None] = None
 
     # --- connecting a channel ----------------------------------------------------------------------
 
@@ -139,6 +142,11 @@ class Messenger(ABC):
     def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = ()) -> list[OutboundCall]:
         """The API calls of one reply, in order, without credentials (each is stored in a delivery);
         InvalidParamsError when the messenger cannot carry it."""
+
+    def template_call(self, chat_id: str, template: Mapping[str, Any]) -> OutboundCall | None:
+        """The call sending a message template (``{name, language, params}``, checked) to the chat;
+        None when the messenger has no templates."""
+        return None
 
     @abstractmethod
     def request(self, settings: Mapping[str, Any], outbound: OutboundCall, *, api_url: str) -> HttpRequest:

@@ -40,9 +40,11 @@ class OutboundCall:
     method: str                      # sendMessage, answerCallbackQuery, send_message, messages
     payload: dict[str, Any]
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "payload": self.payload}
+
     def to_json(self) -> str:
-        return json.dumps({"method": self.method, "payload": self.payload}, ensure_ascii=False,
-                          separators=(",", ":"))
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> OutboundCall:

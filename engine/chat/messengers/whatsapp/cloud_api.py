@@ -41,7 +41,7 @@ MAX_CHALLENGE = 1000
 
 _WAIT_CODES = {130429, 80007, 131056, 4}
 # The request or the recipient can never succeed as it is: window closed, undeliverable, invalid.
-_DEAD_CODES = {131047, 131026, 131051, 131021, 131030, 131008, 131009, 100, 470}
+_DEAD_CODES = {131047, 131026, 131051, 131021, 131030, 131008, 131009, 100, 470, 132000, 132001}
 _TOKEN_CODES = {190, 0, 10, 102, 463, 467}        # OAuth: expired, invalid or missing permission
 _UNAVAILABLE_CODES = {1, 2, 131000, 131016}
 
@@ -51,6 +51,7 @@ class WhatsApp(Messenger):
 
     type = "whatsapp"
     name = "WhatsApp"
+    window_s = 24 * 3600.0
     settings_spec = SettingsSpec("whatsapp", (
         digits_setting("phone_number_id", "the Phone number ID shown in Meta's WhatsApp > API Setup"),
         token_setting("access_token", "a permanent (system user) access token with whatsapp_business_messaging",
@@ -170,6 +171,16 @@ class WhatsApp(Messenger):
                 "type": "button", "body": {"text": parts[-1]},
                 "action": {"buttons": [{"type": "reply", "reply": {"id": b.id, "title": b.title}} for b in buttons]}}})
         return made
+
+    def template_call(self, chat_id: str, template: Mapping[str, Any]) -> OutboundCall:
+        """``type: template`` with the template's name, language and its body's text parameters in order
+        (``{{1}}``, ``{{2}}`` ... of the approved template)."""
+        body: dict[str, Any] = {"name": template["name"], "language": {"code": template["language"]}}
+        if template.get("params"):
+            body["components"] = [{"type": "body", "parameters": [{"type": "text", "text": value}
+                                                                  for value in template["params"]]}]
+        return OutboundCall("messages", {"messaging_product": "whatsapp", "recipient_type": "individual",
+                                         "to": chat_id, "type": "template", "template": body})
 
     def request(self, settings: Mapping[str, Any], outbound: OutboundCall, *,
                 api_url: str = DEFAULT_API_URL) -> HttpRequest:
