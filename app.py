@@ -61,6 +61,7 @@ class Settings:
     telegram_api_url: str = "https://api.telegram.org"              # BATON_TELEGRAM_API_URL
     viber_api_url: str = "https://chatapi.viber.com/pa"             # BATON_VIBER_API_URL
     whatsapp_api_url: str = "https://graph.facebook.com/v21.0"      # BATON_WHATSAPP_API_URL
+    whatsapp_max_body_bytes: int = 3 * 1_048_576                    # BATON_WHATSAPP_MAX_BODY_BYTES (Meta's up to 3 MB)
 
     @property
     def worker_threads(self) -> int:
@@ -326,6 +327,7 @@ def create_app(config: dict | None = None) -> Flask:
                                    "json_serializer": json_values.write_stored,
                                    "json_deserializer": json_values.read_stored},
         MAX_CONTENT_LENGTH=settings.max_body_bytes,
+        BATON_WHATSAPP_MAX_BODY_BYTES=settings.whatsapp_max_body_bytes,
     )
     app.json.sort_keys = False  # answers keep the order the code builds them in
     wakers = Wakers()

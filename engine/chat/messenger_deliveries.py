@@ -34,7 +34,7 @@ from engine.store.db import utcnow
 from engine.store.models import Channel, Conversation, Instance
 from engine.store.unit_of_work import UnitOfWork
 
-MESSAGE_EVENT, BUTTON_ANSWER_EVENT = "message", "button_answer"
+MESSAGE_EVENT, BUTTON_ANSWER_EVENT, READ_EVENT = "message", "button_answer", "read"
 _RESULTS = {SENT: delivery.SENT, DEAD: delivery.DEAD, WAIT: RUNNER_WAIT}
 
 
@@ -132,6 +132,14 @@ def queue_button_answer(uow: UnitOfWork, tenant_id: int, channel_id: int, messen
 
 
 WINDOW_MARGIN_S = 60.0     # the window is taken as closed a minute early: Meta counts from its own clock
+def queue_read_receipt(uow: UnitOfWork, tenant_id: int, channel_id: int, messenger: Messenger, receipt: OutboundCall,
+                       message_id: str) -> delivery.Queued:
+    """The call marking a customer's message as read (WhatsApp's blue ticks), on a key of its own:
+    it never waits behind, nor holds up, the chat's replies."""
+    return queue_call(uow, tenant_id, channel_id, messenger.type, receipt, f"{channel_id}/read/{message_id}",
+                      READ_EVENT)
+
+
 _conversations, _instances = Conversation.__table__, Instance.__table__
 _CUSTOMER_WROTE = select(func.max(_conversations.c.customer_wrote_at)).where(
     _conversations.c.channel_id == bindparam("channel_id"), _conversations.c.chat_id == bindparam("chat_id"))

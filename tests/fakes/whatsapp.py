@@ -58,6 +58,7 @@ class FakeWhatsApp(FakeServer):
         self.callback_url: str | None = None
         self.pending_statuses: list[dict[str, Any]] = []    # failed statuses to deliver (window_mode "status")
         self._ids = itertools.count(100_000_000_000_000)
+        self.read_marks: list[dict[str, str]] = []          # messages the business marked as read
         self.templates: dict[tuple[str, str], int] = {}     # (name, language) -> number of body parameters
 
     # --- setup and scripting -----------------------------------------------------------------------
@@ -118,6 +119,11 @@ class FakeWhatsApp(FakeServer):
             return graph_error(400, 100, "(#100) Invalid parameter")
         if not isinstance(params, dict) or params.get("messaging_product") != "whatsapp":
             return graph_error(400, 100, "(#100) The parameter messaging_product is required.")
+        if params.get("status") == "read":                  # marking a received message as read
+            if not isinstance(params.get("message_id"), str) or not params["message_id"].startswith("wamid."):
+                return graph_error(400, 100, "(#100) Invalid parameter", "message_id is not a valid wamid")
+            self.read_marks.append({"message_id": params["message_id"], "phone_number_id": number_id})
+            return Reply(200, {"success": True})
         to = params.get("to")
         if not isinstance(to, str) or not to:
             return graph_error(400, 131008, "(#131008) Required parameter is missing", "to is required")
@@ -184,6 +190,15 @@ class FakeWhatsApp(FakeServer):
             value["statuses"] = list(statuses)
         return {"object": "whatsapp_business_account",
                 "entry": [{"id": "102290129340398", "changes": [{"value": value, "field": "messages"}]}]}
+
+    @staticmethod
+    def account_update(waba_id: str = "102290129340398") -> dict[str, Any]:
+        """A notification of another field than ``messages`` (no number in it), as Meta sends for the
+        business account, templates, quality ..."""
+        return {"object": "whatsapp_business_account", "entry": [{"id": waba_id, "time": int(time.time()), "changes": [
+            {"field": "message_template_status_update", "value": {
+                "event": "APPROVED", "message_template_id": 594425479261596, "message_template_name": "order_shipped",
+                "message_template_language": "en_US", "reason": "NONE"}}]}]}
 
     def message(self, wa_id: str, kind: str, **content: Any) -> dict[str, Any]:
         return {"from": wa_id, "id": f"wamid.HBgL{secrets.token_urlsafe(24)}", "timestamp": str(int(time.time())),

@@ -62,6 +62,10 @@ class Messenger(ABC):
     # Seconds after the customer's last message during which free-form replies are allowed (WhatsApp's
     # 24-hour customer-service window); None: no such window. Later a reply needs ``template_call``.
     window_s: ClassVar[float | None] = None
+    # Whether one secret may sign calls for accounts Baton has no channel of (Meta's app secret signs
+    # the notifications of every number of the app): such a call, verified with any channel's secret,
+    # is acknowledged (200) and ignored, since the messenger would retry anything else for days.
+    secret_shared_by_accounts: ClassVar[bool] = False
 
     # --- connecting a channel ----------------------------------------------------------------------
 
@@ -125,6 +129,11 @@ class Messenger(ABC):
 
     def button_answer(self, message: InboundMessage) -> OutboundCall | None:
         """A call that acknowledges a pressed button at once, or None when none is needed."""
+        return None
+
+    def read_receipt(self, message: InboundMessage, settings: Mapping[str, Any]) -> OutboundCall | None:
+        """A call that marks a message the process took as read, when the channel's settings ask for
+        it; None otherwise."""
         return None
 
     def handshake(self, query: Mapping[str, str], channel_settings: Iterable[Mapping[str, Any]]) -> str | None:

@@ -19,13 +19,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from engine.chat.messengers.connection import Connection, call, quote, refused, unavailable, webhook_url
-from engine.chat.messengers.items import (NO_SECRET, InboundItem, as_dict, as_int, as_list, as_text, header,
+from engine.chat.messengers.items import (NO_SECRET, InboundItem, InboundMessage, as_dict, as_int, as_list, as_text, header,
                                           hmac_sha256_hex, same_secret)
 from engine.chat.messengers.protocol import Addressed, InboundCall, Messenger
 from engine.chat.messengers.sending import (DEAD, OTHER, UNREACHABLE, WINDOW_CLOSED, RETRY, SENT, WAIT, Button, HttpRequest, OutboundCall, SendOutcome,
                                             answer_object, common_button_refusals, refuse_buttons, require_text,
                                             split_text, utf16_length)
-from engine.chat.messengers.settings import SettingsSpec, digits_setting, token_setting
+from engine.chat.messengers.settings import SettingsSpec, digits_setting, flag_setting, token_setting
 from engine.chat.messengers.whatsapp import notifications
 from engine.errors import BadRequestError, MessengerUnavailableError
 from engine.outbound import OutboundHttp, OutboundResponse
@@ -59,7 +59,9 @@ class WhatsApp(Messenger):
         token_setting("app_secret", "the App secret from Meta's App settings > Basic", max_length=256),
         token_setting("verify_token", "the Verify token you type into Meta's webhook configuration",
                       max_length=256),
+        flag_setting("mark_read", "whether a message a process takes is marked as read (blue ticks)"),
     ))
+    secret_shared_by_accounts = True     # the app secret signs every number's notifications
 
     # --- connect --------------------------------------------------------------------------------------
 
@@ -172,6 +174,13 @@ class WhatsApp(Messenger):
                 "action": {"buttons": [{"type": "reply", "reply": {"id": b.id, "title": b.title}} for b in buttons]}}})
         return made
 
+    def read_receipt(self, message: InboundMessage, settings: Mapping[str, Any]) -> OutboundCall | None:
+        """With the channel's ``mark_read`` on: ``{"status": "read", "message_id": <wamid>}``."""
+        if settings.get("mark_read") is not True:
+            return None
+        return OutboundCall("messages", {"messaging_product": "whatsapp", "status": "read",
+                                         "message_id": message.dedup_id})
+
     def template_call(self, chat_id: str, template: Mapping[str, Any]) -> OutboundCall:
         """``type: template`` with the template's name, language and its body's text parameters in order
         (``{{1}}``, ``{{2}}`` ... of the approved template)."""
@@ -201,6 +210,8 @@ class WhatsApp(Messenger):
         wamid = as_text(as_dict(next(iter(as_list(answer.get("messages"))), None)).get("id"))
         if not error and 200 <= response.status < 300 and wamid:
             return SendOutcome(SENT, message_id=wamid)
+        if not error and 200 <= response.status < 300 and answer.get("success") is True:
+            return SendOutcome(SENT)                        # a message marked as read
         code = as_int(error.get("code"))
         reason = _reason(error) if error else f"{self.name} answered HTTP {response.status} without a message id."
         if code in _WAIT_CODES:
