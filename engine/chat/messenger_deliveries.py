@@ -28,7 +28,8 @@ from engine.chat.messengers.sending import (BLOCKED, DEAD, FAILURES, OTHER, SENT
 from engine.jobs.kinds import MESSAGE
 from engine.errors import InvalidParamsError
 from engine.outbound import delivery
-from engine.outbound.delivery_runner import RETRY, ChannelCall, Outcome
+from engine.chat.pacing import Pacing
+from engine.outbound.delivery_runner import RETRY, SLOT, ChannelCall, Later, Outcome
 from engine.outbound.delivery_runner import WAIT as RUNNER_WAIT
 from engine.store.db import utcnow
 from engine.store.models import Channel, Conversation, Instance
@@ -131,6 +132,7 @@ def queue_button_answer(uow: UnitOfWork, tenant_id: int, channel_id: int, messen
                       BUTTON_ANSWER_EVENT)
 
 
+LATER_LEAD_S = 0.25        # a paced job wakes this long before its slot, and waits the rest in its call thread
 WINDOW_MARGIN_S = 60.0     # the window is taken as closed a minute early: Meta counts from its own clock
 def queue_read_receipt(uow: UnitOfWork, tenant_id: int, channel_id: int, messenger: Messenger, receipt: OutboundCall,
                        message_id: str) -> delivery.Queued:
@@ -150,15 +152,17 @@ class MessengerCalls:
     """The delivery runner's ``ChannelCalls`` for the channels of the ``messengers``; ``api_urls``
     (by channel type) are the configuration's API base URLs."""
 
-    def __init__(self, messengers: Registry, api_urls: Mapping[str, str]):
+    def __init__(self, messengers: Registry, api_urls: Mapping[str, str], pacing: Pacing | None = None):
         self.messengers = messengers
         self.api_urls = dict(api_urls)
+        self.pacing = pacing
 
     def handles(self, url: str) -> bool:
         kind, colon, _method = url.partition(":")
         return bool(colon) and kind in self.messengers
 
-    def prepare(self, uow: UnitOfWork, row) -> ChannelCall | str:  # row: the delivery's columns (delivery_runner._ROW)
+    def prepare(self, uow: UnitOfWork, row, job_payload: Mapping[str, Any] | None = None
+                ) -> ChannelCall | Outcome | Later | str:  # row: the delivery's columns (delivery_runner._ROW)
         channel_type = row.url.partition(":")[0]
         channel = None if row.channel_id is None else uow.run(
             _CREDENTIALS, {"channel_id": row.channel_id}).first()
@@ -183,7 +187,14 @@ class MessengerCalls:
             request = messenger.request(channel.settings or {}, outbound, api_url=self.api_urls[channel_type])
         except (InvalidParamsError, ValueError, KeyError, TypeError):
             return f"The stored {messenger.name} call or the channel's settings cannot make a request."
-        return ChannelCall(channel_type, request.method, request.url, request.headers, request.body or b"")
+        slot = None
+        if self.pacing is not None and chat_id is not None:     # replies are paced; acknowledgements are not
+            reserved = self.pacing.reserve(uow, channel_type, row.channel_id, chat_id, (job_payload or {}).get(SLOT))
+            if reserved is not None and reserved.later:
+                return Later(reserved.at - timedelta(seconds=LATER_LEAD_S), {SLOT: reserved.at.isoformat()})
+            slot = reserved.at if reserved is not None else None
+        return ChannelCall(channel_type, request.method, request.url, request.headers, request.body or b"",
+                           not_before=slot)
 
     def _within_window(self, uow: UnitOfWork, messenger: Messenger, row, chat_id: str,
                        outbound: OutboundCall) -> OutboundCall | Outcome:
@@ -217,10 +228,15 @@ class MessengerCalls:
             return Outcome(result, status=response.status, external_id=outcome.message_id)
         said = "refused it for good" if result == delivery.DEAD else "did not take it"
         return Outcome(result, status=response.status, error=f"{messenger.name} {said}: {outcome.reason}",
-                       retry_after_s=outcome.wait_s, failure=outcome.failure)
+                       retry_after_s=outcome.wait_s, failure=outcome.failure, whole_bot=outcome.whole_bot)
 
     def recorded(self, uow: UnitOfWork, row, outcome: Outcome) -> None:
-        """A failed attempt is the channel's last error (``channel.get``), with when it happened."""
+        """A failed attempt is the channel's last error (``channel.get``), with when it happened; a
+        messenger that said to slow down slows the whole bot (or the chat) down (``pacing``)."""
+        if outcome.result == RUNNER_WAIT and self.pacing is not None and row.channel_id is not None:
+            self.pacing.slow_down(uow, row.url.partition(":")[0], row.channel_id,
+                                  chat_of_key(row.channel_id, row.ordering_key), outcome.retry_after_s,
+                                  outcome.whole_bot)
         if outcome.result != delivery.SENT and row.channel_id is not None:
             uow.execute(update(Channel).where(Channel.id == row.channel_id)
                                .values(last_error=f"Delivery {row.id}: {outcome.error}", last_error_at=utcnow())

@@ -11,8 +11,9 @@ docs/internals.md, "Durable delivery".
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from sqlalchemy import bindparam, select, update
@@ -33,6 +34,7 @@ log = logging.getLogger("baton.delivery")
 TIMEOUT_S = 10.0
 PARK_RECHECK_S = 3600.0   # a parked job is woken by its predecessor; this is only a safety net
 RETRY, WAIT = "retry", "wait"
+SLOT = "slot"   # a job payload's reserved send time (``ChannelCalls.prepare``): one decision's, dropped on a retry
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,16 @@ class ChannelCall:
     url: str = field(repr=False)
     headers: dict[str, str] = field(repr=False)
     body: bytes = field(repr=False)
+    not_before: datetime | None = None      # a paced call waits for its slot (naive UTC) before it goes
+
+
+@dataclass(frozen=True)
+class Later:
+    """A channel call that may not go yet (its slot is further than a call thread should wait): the
+    job sleeps until ``at`` with ``payload`` merged into its own, and no attempt is counted."""
+
+    at: datetime
+    payload: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,7 @@ class Outcome:
     retry_after_s: float | None = None
     external_id: str | None = None
     failure: str | None = None
+    whole_bot: bool = True      # a WAIT that holds every call of the channel (a 429), not only this chat's
 
 
 class ChannelCalls(Protocol):
@@ -66,11 +79,11 @@ class ChannelCalls(Protocol):
     def handles(self, url: str) -> bool:
         """Whether a delivery with this ``url`` is a channel call rather than a POST to it."""
 
-    def prepare(self, uow, row) -> ChannelCall | Outcome | str:
+    def prepare(self, uow, row, job_payload: dict) -> ChannelCall | Outcome | Later | str:
         """Inside the deciding unit of work (``row``: the delivery's columns, a Row): the call with
-        the channel's current credentials; or an outcome reached without a call (dead: the channel
-        is gone, the customer blocked the bot ...; sent: nothing needs to go); or why it can never be
-        sent (dead at once)."""
+        the channel's current credentials (and the moment it may go); or an outcome reached without
+        a call (dead: the channel is gone, the customer blocked the bot ...; sent: nothing needs to
+        go); or ``Later`` (paced); or why it can never be sent (dead at once)."""
 
     def judge(self, call: ChannelCall, response) -> Outcome:
         """The outcome of an answer, read from its body the messenger's way."""
@@ -165,7 +178,11 @@ class DeliveryRunner:
             delivery.put_back(uow, job, worker_id, utcnow() + timedelta(seconds=PARK_RECHECK_S))
             return None
         if self.channel_calls is not None and self.channel_calls.handles(row.url):
-            call = self.channel_calls.prepare(uow, row)
+            call = self.channel_calls.prepare(uow, row, job.payload)
+            if isinstance(call, Later):  # paced: back to sleep until its slot, no attempt counted
+                if not delivery.put_back(uow, job, worker_id, call.at, {**job.payload, **call.payload}):
+                    raise writes.Lost()
+                return None
             if isinstance(call, str):  # it can never go: dead now, without a call
                 call = Outcome(DEAD, error=call)
             if isinstance(call, Outcome):  # decided without a call (dead, or nothing to send)
@@ -185,6 +202,10 @@ class DeliveryRunner:
         call = attempt.call
         try:
             if call is not None:
+                if call.not_before is not None:
+                    wait_s = (call.not_before - utcnow()).total_seconds()
+                    if wait_s > 0:
+                        time.sleep(wait_s)
                 response = self.outbound.request(call.method, call.url, headers=call.headers, body=call.body,
                                                  timeout_s=self.timeout_s)
                 return self.channel_calls.judge(call, response)
@@ -240,6 +261,8 @@ class DeliveryRunner:
             if outcome.retry_after_s:  # the receiver's own pause: a drain does not cut it short
                 payload = delivery_drain.not_before(payload or job.payload,
                                                     now + timedelta(seconds=outcome.retry_after_s))
+            if SLOT in (payload or job.payload):  # the next attempt is paced afresh
+                payload = {key: value for key, value in (payload or job.payload).items() if key != SLOT}
             if next_at is not None:
                 if not delivery.put_back(uow, job, worker_id, next_at, payload):
                     raise writes.Lost()  # lease lost: the worker that took the job over records

@@ -37,6 +37,7 @@ TEXT_LIMIT = 4096
 INTERACTIVE_BODY_LIMIT = 1024
 MAX_BUTTONS, BUTTON_TITLE_MAX, BUTTON_ID_MAX = 3, 20, 256
 RATE_LIMIT_WAIT_S = 60.0           # Meta gives no Retry-After for its rate-limit codes: wait a minute
+PAIR_RATE_CODE, PAIR_RATE_WAIT_S = 131056, 6.0   # the pair rate: about one message per 6 s to one customer
 MAX_CHALLENGE = 1000
 
 _WAIT_CODES = {130429, 80007, 131056, 4}
@@ -216,6 +217,9 @@ class WhatsApp(Messenger):
         reason = _reason(error) if error else f"{self.name} answered HTTP {response.status} without a message id."
         if code in _WAIT_CODES:
             wait = response.retry_after_s()
+            if code == PAIR_RATE_CODE:      # too many to this one customer: only this chat waits
+                return SendOutcome(WAIT, reason=reason, wait_s=PAIR_RATE_WAIT_S if wait is None else wait,
+                                   whole_bot=False)
             return SendOutcome(WAIT, reason=reason, wait_s=RATE_LIMIT_WAIT_S if wait is None else wait)
         if code in _DEAD_CODES:
             return SendOutcome(DEAD, reason=reason, failure=self.failure_of(code))
