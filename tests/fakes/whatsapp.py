@@ -26,7 +26,7 @@ from typing import Any
 
 import requests
 
-from tests.fakes.server import FakeServer, Recorded, Reply, encode
+from tests.fakes.server import FakeServer, Limiter, Recorded, Reply, encode
 from tests.fakes.viber import signature
 
 WINDOW_CLOSED = {"code": 131047, "title": "Re-engagement message", "message": "Re-engagement message",
@@ -58,6 +58,9 @@ class FakeWhatsApp(FakeServer):
         self.callback_url: str | None = None
         self.pending_statuses: list[dict[str, Any]] = []    # failed statuses to deliver (window_mode "status")
         self._ids = itertools.count(100_000_000_000_000)
+        self.sent_times: list[float] = []                   # when each of ``sent`` was taken
+        self.limiter: Limiter | None = None
+        self.per_number, self.per_pair = 80.0, 1.0
         self.read_marks: list[dict[str, str]] = []          # messages the business marked as read
         self.templates: dict[tuple[str, str], int] = {}     # (name, language) -> number of body parameters
 
@@ -76,6 +79,13 @@ class FakeWhatsApp(FakeServer):
         """The ``settings`` of a Baton channel for this number (its own token unless one is given)."""
         return {"phone_number_id": number_id, "access_token": access_token or self.numbers[number_id]["access_token"],
                 "app_secret": self.app_secret, "verify_token": verify_token}
+
+    def enforce_limits(self, per_number: float = 80.0, per_pair: float = 1.0) -> Limiter:
+        """From now on, messages over these rates are refused: 130429 for the number's throughput,
+        131056 for the pair rate (one business number to one customer)."""
+        self.per_number, self.per_pair = per_number, per_pair
+        self.limiter = Limiter()
+        return self.limiter
 
     def approve_template(self, name: str, language: str = "en_US", params: int = 0) -> None:
         self.templates[(name, language)] = params
@@ -136,8 +146,18 @@ class FakeWhatsApp(FakeServer):
                 return template_error
         elif to in self.closed_windows and self.window_mode == "error":
             return graph_error(400, 131047, "(#131047) Re-engagement message", WINDOW_CLOSED["error_data"]["details"])
+        now = time.time()
+        if self.limiter is not None:
+            if self.limiter.take([(number_id, self.per_number, self.per_number)], now, tolerance=0.1):
+                return graph_error(400, 130429, "(#130429) Rate limit hit",
+                                   "Cloud API message throughput has been reached.")
+            if self.limiter.take([(f"{number_id}:{to}", self.per_pair, 1.0)], now):
+                return graph_error(400, 131056, "(#131056) (Business Account, Consumer Account) pair rate limit hit",
+                                   "Message failed to send because there were too many messages sent from this "
+                                   "phone number to the same phone number in a short period of time.")
         wamid = f"wamid.HBgL{secrets.token_urlsafe(24)}"
         self.sent.append({**params, "wamid": wamid, "phone_number_id": number_id})
+        self.sent_times.append(now)
         if to in self.closed_windows and params.get("type") != "template":
             self.pending_statuses.append(self.status(wamid, "failed", to, errors=[WINDOW_CLOSED]))
         return Reply(200, {"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}],
