@@ -50,6 +50,8 @@ class Conversation(db.Model):
               sqlite_where=text("status = 'active'"), postgresql_where=text("status = 'active'")),
         Index("ix_conversations_tenant_status_id", "tenant_id", "status", "id"),
         Index("ix_conversations_instance_id", "instance_id"),
+        # Every WhatsApp reply reads when its chat's customer last wrote, closed conversations too.
+        Index("ix_conversations_channel_chat", "channel_id", "chat_id"),
     )
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))

@@ -24,6 +24,7 @@ BACKFILL = ("UPDATE conversations SET customer_wrote_at = (SELECT MAX(messages.c
 def upgrade():
     op.add_column('conversations', sa.Column('customer_wrote_at', sa.DateTime(), nullable=True))
     op.execute(BACKFILL)
+    op.create_index('ix_conversations_channel_chat', 'conversations', ['channel_id', 'chat_id'], unique=False)
     op.create_table('send_pacing',
     sa.Column('key', sa.String(length=255), nullable=False),
     sa.Column('next_at', sa.DateTime(), nullable=False),
@@ -33,5 +34,6 @@ def upgrade():
 
 def downgrade():
     op.drop_table('send_pacing')
+    op.drop_index('ix_conversations_channel_chat', table_name='conversations')
     with op.batch_alter_table('conversations') as batch_op:
         batch_op.drop_column('customer_wrote_at')
