@@ -176,3 +176,17 @@ def test_deploy_refuses_a_template_language_without_a_template(mapi, fakes):
     with pytest.raises(RpcError) as refused:
         mapi.deploy(xml.replace("__CHANNEL__", number.channel["name"]), code=new_name("tpl"))
     assert "needs a 'template' property" in str(refused.value.data)
+
+
+def test_a_reply_dead_for_the_closed_window_tells_the_process(mapi, fakes, messenger_server):
+    fake = fakes.whatsapp
+    number, customer, conversation = started(mapi, fake, "chat_delivery_failed.bpmn")
+    number.texts(customer, 1)                                               # the greeting, window open
+    age_window(messenger_server, conversation["binding_id"])
+    mapi.call("conversation.send", binding_id=conversation["binding_id"], text="Still there?")
+    status = eventually(lambda: mapi.call("process.status", instance_id=conversation["instance_id"]),
+                        lambda found: "fallback" in found["variables"])
+    assert status["variables"]["delivery_reason"] == "window_closed"
+    assert status["variables"]["fallback"] == "operator calls: window_closed"
+    assert "window is closed" in status["variables"]["delivery_error"]
+    assert len(number.sent(customer)) == 1
