@@ -132,8 +132,6 @@ def queue_button_answer(uow: UnitOfWork, tenant_id: int, channel_id: int, messen
                       BUTTON_ANSWER_EVENT)
 
 
-LATER_LEAD_S = 0.25        # a paced job wakes this long before its slot, and waits the rest in its call thread
-WINDOW_MARGIN_S = 60.0     # the window is taken as closed a minute early: Meta counts from its own clock
 def queue_read_receipt(uow: UnitOfWork, tenant_id: int, channel_id: int, messenger: Messenger, receipt: OutboundCall,
                        message_id: str) -> delivery.Queued:
     """The call marking a customer's message as read (WhatsApp's blue ticks), on a key of its own:
@@ -142,6 +140,8 @@ def queue_read_receipt(uow: UnitOfWork, tenant_id: int, channel_id: int, messeng
                       READ_EVENT)
 
 
+LATER_LEAD_S = 0.25        # a paced job wakes this long before its slot, and waits the rest in its call thread
+WINDOW_MARGIN_S = 60.0     # the window is taken as closed a minute early: Meta counts from its own clock
 _conversations, _instances = Conversation.__table__, Instance.__table__
 _CUSTOMER_WROTE = select(func.max(_conversations.c.customer_wrote_at)).where(
     _conversations.c.channel_id == bindparam("channel_id"), _conversations.c.chat_id == bindparam("chat_id"))
