@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 
 from tests.fakes.telegram import error as telegram_error
-from tests.integration.messengers.helpers import eventually, new_chat_id, settled_deliveries
+from tests.integration.messengers.helpers import deliveries_of, eventually, new_chat_id, settled_deliveries
 from tests.integration.messengers.test_telegram_chats import Bot
 from tests.integration.messengers.test_viber import Account, new_user
 from tests.integration.messengers.test_whatsapp import Number, new_wa_id
@@ -61,7 +61,7 @@ def test_a_burst_to_many_chats_keeps_to_the_bots_rate(idle, fakes):
         times = sorted(times_of(fake, lambda s: s["token"] == bot.token))
     span = times[-1] - times[0]
     assert span / ((len(chats) - 1) / TG_PER_BOT) >= 0.9, span        # no faster than the bot's rate
-    assert span / ((len(chats) - 1) / TG_PER_BOT) <= 3.0, span         # and not much slower
+    assert span / ((len(chats) - 1) / TG_PER_BOT) <= 4.0, span         # and not much slower
     assert limiter.refused == 0
 
 
@@ -76,6 +76,7 @@ def test_a_429_with_retry_after_holds_the_whole_bot(idle, fakes):
                 path_endswith=f"{bot.token}/sendMessage")
     mapi.call("conversation.send", binding_id=bindings[first], text="the one refused first")
     refused_at = fake.wait_for(f"{bot.token}/sendMessage", 1)[0].at
+    eventually(lambda: deliveries_of(mapi, bot.config_id), lambda found: found and found[0]["last_error"])  # recorded
     for chat in others:
         mapi.call("conversation.send", binding_id=bindings[chat], text="after the hold")
     settled_deliveries(mapi, bot.config_id, 4, timeout=30)
