@@ -23,7 +23,7 @@ from typing import Any
 
 import requests
 
-from tests.fakes.server import FakeServer, Recorded, Reply, encode
+from tests.fakes.server import FakeServer, Limiter, Recorded, Reply, encode
 
 HOSTNAME = "SN-CHAT-01_"
 EVENT_TYPES = ("delivered", "seen", "failed", "subscribed", "unsubscribed", "conversation_started")
@@ -50,6 +50,9 @@ class FakeViber(FakeServer):
         self.unsubscribed: set[str] = set()
         self.webhook_checks: list[requests.Response | Exception] = []
         self._tokens = itertools.count(5_000_000_000_000_000_000)
+        self.sent_times: list[float] = []
+        self.limiter: Limiter | None = None
+        self.per_account = 50.0
 
     # --- setup and scripting -----------------------------------------------------------------------
 
@@ -58,6 +61,12 @@ class FakeViber(FakeServer):
         self.accounts[token] = {"id": f"pa:{next(self._tokens)}", "name": name, "uri": name.lower().replace(" ", ""),
                                 "icon": "https://example.com/icon.png", "country": "DE", "subscribers_count": 0}
         return token
+
+    def enforce_limits(self, per_account: float = 50.0) -> Limiter:
+        """From now on, send_message over this rate gets status 12 tooManyRequests (Viber's rate control)."""
+        self.per_account = per_account
+        self.limiter = Limiter()
+        return self.limiter
 
     def unsubscribe(self, user_id: str) -> None:
         self.unsubscribed.add(user_id)
@@ -139,8 +148,12 @@ class FakeViber(FakeServer):
             return status(3, "badData")
         if receiver in self.unsubscribed:
             return status(6, "receiverNotSubscribed")
+        now = time.time()
+        if self.limiter is not None and self.limiter.take([(token, self.per_account, self.per_account)], now):
+            return status(12, "tooManyRequests")
         message_token = next(self._tokens)
         self.sent.append({**params, "message_token": message_token, "token": token})
+        self.sent_times.append(now)
         return status(0, "ok", message_token=message_token, chat_hostname=HOSTNAME, billing_status=1)
 
     # --- callbacks, sent the way Viber sends them --------------------------------------------------

@@ -23,11 +23,13 @@ class Setting:
     secret: bool
     meaning: str                        # "the bot token from @BotFather": completes error messages
     min_length: int = 1
+    optional: bool = False              # may be left out (then absent from the stored settings)
+    flag: bool = False                  # true or false rather than a string
 
 
 @dataclass(frozen=True)
 class SettingsSpec:
-    """The settings of one channel type; every key is required."""
+    """The settings of one channel type; every key is required unless it is ``optional``."""
 
     channel_type: str
     settings: tuple[Setting, ...]
@@ -50,11 +52,12 @@ class SettingsSpec:
         if unknown:
             raise _invalid("settings", f"Unknown setting(s) {_listing(unknown)} for a {self.channel_type} "
                                        f"channel; its settings are {_listing(self.names)}.")
-        missing = [name for name in self.names if name not in given]
+        missing = [setting.name for setting in self.settings if setting.name not in given and not setting.optional]
         if missing:
             raise _invalid(f"settings.{missing[0]}",
                            f"Missing setting(s) {_listing(missing)} for a {self.channel_type} channel.")
-        return {setting.name: _checked(setting, given[setting.name]) for setting in self.settings}
+        return {setting.name: _checked(setting, given[setting.name]) for setting in self.settings
+                if setting.name in given}
 
     def shown(self, stored: Mapping[str, Any]) -> dict[str, Any]:
         """The settings without their secrets, for any answer (secrets are never returned)."""
@@ -65,8 +68,12 @@ class SettingsSpec:
         return [str(stored[name]) for name in self.secret_names if stored.get(name)]
 
 
-def _checked(setting: Setting, value: Any) -> str:
+def _checked(setting: Setting, value: Any) -> str | bool:
     where = f"settings.{setting.name}"
+    if setting.flag:
+        if not isinstance(value, bool):
+            raise _invalid(where, f"Setting '{setting.name}' must be true or false ({setting.meaning}).")
+        return value
     if not isinstance(value, str):
         raise _invalid(where, f"Setting '{setting.name}' must be a string ({setting.meaning}).")
     if not setting.min_length <= len(value) <= setting.max_length:
@@ -98,3 +105,8 @@ def text_setting(name: str, meaning: str, *, max_length: int) -> Setting:
 def digits_setting(name: str, meaning: str, *, max_length: int = 32) -> Setting:
     """A numeric id that goes into a URL path."""
     return Setting(name, re.compile(r"^[0-9]+$"), max_length, False, meaning)
+
+
+def flag_setting(name: str, meaning: str) -> Setting:
+    """An optional switch, true or false (off when left out); not a secret."""
+    return Setting(name, re.compile(""), 0, False, meaning, min_length=0, optional=True, flag=True)
