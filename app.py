@@ -216,7 +216,8 @@ class Baton:
                                  api_key=settings.ai_api_key, timeout_s=settings.ai_timeout_s,
                                  retries=settings.ai_retries)
         script_engine, specs = SandboxScriptEngine(self.sandbox), self.specs
-        runner = Runner(script_engine, specs, advance_contributors(settings.public_url))
+        runner = Runner(script_engine, specs, advance_contributors(settings.public_url),
+                        check_url=self.outbound.check_url)
         handlers = {kind: runner for kind in runner.kinds}
         handlers[TIMER_START] = TimerStartRunner()
         handlers[THROWN] = ThrownRunner()

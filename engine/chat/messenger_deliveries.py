@@ -19,7 +19,7 @@ from bpmn.profile import read_message_buttons
 from engine.chat import reachability
 from engine.chat.messengers.protocol import Messenger
 from engine.chat.messengers.registry import Registry
-from engine.chat.messengers.sending import DEAD, SENT, WAIT, Button, OutboundCall
+from engine.chat.messengers.sending import DEAD, SENT, WAIT, Button, Media, OutboundCall
 from engine.errors import InvalidParamsError
 from engine.outbound import delivery
 from engine.outbound.delivery_runner import RETRY, ChannelCall, Outcome
@@ -54,20 +54,24 @@ def deploy_refusals(task_specs, messenger: Messenger) -> list[dict]:
     for spec in task_specs:
         if operator_of(spec) != SEND_MESSAGE:
             continue
-        buttons = read_message_buttons(spec.extensions.get("properties", {}))
+        properties = spec.extensions.get("properties", {})
+        buttons = read_message_buttons(properties)
         problems = messenger.button_refusals(as_buttons(buttons)) if buttons else []
+        if properties.get("attachment_url"):
+            problems += messenger.attachment_refusals(properties.get("attachment_type") or "",
+                                                      bool(properties.get("attachment_size")))
         if problems:
             refusals.append({"element_id": spec.bpmn_id, "line": None,
-                             "message": f"send_message '{spec.bpmn_id}' has buttons a {messenger.type} channel cannot "
+                             "message": f"send_message '{spec.bpmn_id}' has what a {messenger.type} channel cannot "
                                         f"carry: {' '.join(problems)}"})
     return refusals
 
 
 def queue_reply(uow: UnitOfWork, tenant_id: int, channel_id: int, messenger: Messenger, chat_id: str, text: str,
-                buttons: Sequence[Mapping[str, str]] = ()) -> delivery.Queued:
+                buttons: Sequence[Mapping[str, str]] = (), media: Media | None = None) -> delivery.Queued:
     """In the caller's transaction: one delivery per API call of the reply, in order; returns the last.
     InvalidParamsError when the messenger cannot carry it (an empty text, buttons over its limits)."""
-    calls = messenger.calls(chat_id, text, as_buttons(buttons))
+    calls = messenger.calls(chat_id, text, as_buttons(buttons), media)
     last = None
     for call in calls:
         last = queue_call(uow, tenant_id, channel_id, messenger.type, call, chat_key(channel_id, chat_id), MESSAGE_EVENT)

@@ -149,6 +149,32 @@ class FakeTelegram(FakeServer):
             result["reply_markup"] = params["reply_markup"]
         return ok(result)
 
+    def _api_sendPhoto(self, token: str, params: dict[str, Any]) -> Reply:
+        return self._send_file(token, params, "photo")
+
+    def _api_sendDocument(self, token: str, params: dict[str, Any]) -> Reply:
+        return self._send_file(token, params, "document")
+
+    def _send_file(self, token: str, params: dict[str, Any], field: str) -> Reply:
+        """A file by URL: Telegram downloads it (an http(s) URL), the caption is at most 1024 characters."""
+        chat_id = str(params.get("chat_id") or "")
+        url, caption = params.get(field), params.get("caption")
+        if not chat_id:
+            return error(400, "Bad Request: chat_id is empty")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            return error(400, f"Bad Request: there is no {field} in the request")
+        if caption is not None and (not isinstance(caption, str) or len(caption.encode("utf-16-le")) // 2 > 1024):
+            return error(400, "Bad Request: message caption is too long")
+        if not _buttons_valid(params.get("reply_markup")):
+            return error(400, "Bad Request: BUTTON_DATA_INVALID")
+        if chat_id in self.blocked:
+            return error(403, "Forbidden: bot was blocked by the user")
+        message_id = next(self._ids)
+        self.sent.append({**params, "message_id": message_id, "token": token, "text": caption})
+        return ok({"message_id": message_id, "from": self.bots[token], "date": int(time.time()),
+                   "chat": {"id": _int_or_str(chat_id), "type": "private"},
+                   field: {"file_id": f"sent-{message_id}"}, **({"caption": caption} if caption else {})})
+
     def _api_answerCallbackQuery(self, token: str, params: dict[str, Any]) -> Reply:
         if not params.get("callback_query_id"):
             return error(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")

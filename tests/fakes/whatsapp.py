@@ -183,6 +183,14 @@ def _content_problem(params: dict[str, Any]) -> str | None:
     if kind == "text":
         body = (params.get("text") or {}).get("body")
         return None if isinstance(body, str) and 0 < len(body) <= 4096 else "text.body must be 1 to 4096 characters"
+    if kind in ("image", "document"):
+        media = params.get(kind) or {}
+        link, caption = media.get("link"), media.get("caption")
+        if not isinstance(link, str) or not link.startswith(("http://", "https://")):
+            return f"{kind}.link must be an http(s) URL"
+        if caption is not None and (not isinstance(caption, str) or len(caption) > 1024):
+            return f"{kind}.caption must be at most 1024 characters"
+        return None
     if kind != "interactive":
         return f"unsupported type {kind}"
     interactive = params.get("interactive") or {}

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from engine.chat.messengers.connection import Connection
 from engine.chat.messengers.items import InboundItem, InboundMessage
-from engine.chat.messengers.sending import Button, HttpRequest, OutboundCall, SendOutcome
+from engine.chat.messengers.sending import Button, HttpRequest, Media, OutboundCall, SendOutcome
 from engine.chat.messengers.settings import SettingsSpec
 from engine.outbound import OutboundHttp, OutboundResponse
 
@@ -136,9 +136,15 @@ class Messenger(ABC):
         """What the messenger cannot carry of these reply buttons (deploy refuses them)."""
 
     @abstractmethod
-    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = ()) -> list[OutboundCall]:
-        """The API calls of one reply, in order, without credentials (each is stored in a delivery);
-        InvalidParamsError when the messenger cannot carry it."""
+    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = (), media: Media | None = None
+              ) -> list[OutboundCall]:
+        """The API calls of one reply (with ``media``: a file the messenger fetches by its URL, the
+        text as its caption where it fits), in order, without credentials (each is stored in a
+        delivery); InvalidParamsError when the messenger cannot carry it."""
+
+    def attachment_refusals(self, attachment_type: str, size_given: bool) -> list[str]:
+        """What the messenger cannot send of a send_message's attachment (deploy refuses it)."""
+        return []
 
     @abstractmethod
     def request(self, settings: Mapping[str, Any], outbound: OutboundCall, *, api_url: str) -> HttpRequest:

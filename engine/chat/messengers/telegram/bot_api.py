@@ -20,18 +20,20 @@ from engine.chat.messengers.connection import Connection, call, quote, refused, 
 from engine.chat.messengers.items import (InboundItem, InboundMessage, as_dict, as_id, as_int, as_text, header,
                                           same_secret)
 from engine.chat.messengers.protocol import Addressed, InboundCall, Messenger
-from engine.chat.messengers.sending import (DEAD, RETRY, SENT, WAIT, Button, HttpRequest, OutboundCall, SendOutcome,
-                                            answer_object, common_button_refusals, refuse_buttons, require_text,
-                                            split_text)
+from engine.chat.messengers.sending import (DEAD, RETRY, SENT, WAIT, Button, HttpRequest, Media, OutboundCall,
+                                            SendOutcome, answer_object, common_button_refusals, refuse_buttons,
+                                            require_text, split_text, utf16_length)
 from engine.chat.messengers.settings import Setting, SettingsSpec
 from engine.chat.messengers.telegram import updates
-from engine.errors import MessengerUnavailableError
+from engine.errors import InvalidParamsError, MessengerUnavailableError
 from engine.outbound import OutboundHttp, OutboundResponse
 
 DEFAULT_API_URL = "https://api.telegram.org"
 WEBHOOK_PATH = "/webhooks/telegram"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 TEXT_LIMIT = 4096
+CAPTION_LIMIT = 1024
+_FILE_METHODS = {"image": ("sendPhoto", "photo"), "document": ("sendDocument", "document")}
 CALLBACK_DATA_MAX_BYTES = 64
 # What Baton handles; anything else (channel posts, inline queries, polls...) is never sent to it.
 ALLOWED_UPDATES = ("message", "edited_message", "callback_query", "my_chat_member")
@@ -128,16 +130,26 @@ class Telegram(Messenger):
 
     # --- outbound -------------------------------------------------------------------------------------
 
-    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = ()) -> list[OutboundCall]:
+    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = (), media: Media | None = None
+              ) -> list[OutboundCall]:
         """``sendMessage`` calls for one reply: the text split at whitespace into parts of at most 4096
-        characters, in order; the buttons, one per row, go with the last part."""
+        characters, in order; the buttons, one per row, go with the last part. With a file:
+        ``sendPhoto`` / ``sendDocument`` by URL (Telegram fetches it), the text as its caption when it
+        fits Telegram's 1024 characters (the buttons then go with the file), else the file first and
+        the text after it."""
         refuse_buttons(self.name, self.button_refusals(buttons))
-        parts = split_text(require_text(text, self.name), TEXT_LIMIT)
-        made = [OutboundCall("sendMessage", {"chat_id": chat_id, "text": part}) for part in parts]
+        text = require_text(text, self.name)
+        markup = {"inline_keyboard": [[{"text": button.title, "callback_data": button.id}] for button in buttons]}
+        file_call = None if media is None else _file_call(chat_id, media)
+        if file_call is not None and utf16_length(text) <= CAPTION_LIMIT:
+            file_call.payload["caption"] = text
+            if buttons:
+                file_call.payload["reply_markup"] = markup
+            return [file_call]
+        made = [OutboundCall("sendMessage", {"chat_id": chat_id, "text": part}) for part in split_text(text, TEXT_LIMIT)]
         if buttons:
-            made[-1].payload["reply_markup"] = {
-                "inline_keyboard": [[{"text": button.title, "callback_data": button.id}] for button in buttons]}
-        return made
+            made[-1].payload["reply_markup"] = markup
+        return made if file_call is None else [file_call, *made]
 
     def request(self, settings: Mapping[str, Any], outbound: OutboundCall, *,
                 api_url: str = DEFAULT_API_URL) -> HttpRequest:
@@ -175,6 +187,14 @@ class Telegram(Messenger):
                 refusals.append(f"Button id '{button.id}' is longer than Telegram's {CALLBACK_DATA_MAX_BYTES} "
                                 "bytes of callback data.")
         return refusals
+
+
+def _file_call(chat_id: str, media: Media) -> OutboundCall:
+    if media.type not in _FILE_METHODS:
+        raise InvalidParamsError(f"Telegram cannot send an attachment of type '{media.type}'.",
+                                 data={"param": "attachment_type"})
+    method, field = _FILE_METHODS[media.type]
+    return OutboundCall(method, {"chat_id": chat_id, field: media.url})
 
 
 def answer_callback(callback_query_id: str) -> OutboundCall:
