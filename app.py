@@ -61,6 +61,7 @@ class Settings:
     telegram_api_url: str = "https://api.telegram.org"              # BATON_TELEGRAM_API_URL
     viber_api_url: str = "https://chatapi.viber.com/pa"             # BATON_VIBER_API_URL
     whatsapp_api_url: str = "https://graph.facebook.com/v21.0"      # BATON_WHATSAPP_API_URL
+    media_max_bytes: int = 20_971_520                               # BATON_MEDIA_MAX_BYTES (GET /v1/media: one file)
 
     @property
     def worker_threads(self) -> int:
@@ -345,6 +346,7 @@ def create_app(config: dict | None = None) -> Flask:
 
     from channels.http import register_http
     from channels.messengers import bp as messengers_bp
+    from channels.media import bp as media_bp
     from channels.metrics import bp as metrics_bp
     from channels import request_layer
     from channels.task_callback import bp as task_callback_bp
@@ -364,6 +366,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(webhook_bp)
     app.register_blueprint(webchat_bp)
     app.register_blueprint(messengers_bp)
+    app.register_blueprint(media_bp)
     app.register_blueprint(task_callback_bp)
     specs = SpecCache()  # parsed specs by definition (never stale): one per process, shared by all
     long_poll = LongPoll(settings.max_long_polls)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
-from engine.chat import conversations, messenger_deliveries, reachability, receipts
+from engine.chat import conversations, media, messenger_deliveries, reachability, receipts
 from engine.chat.messengers.items import (DELIVERY_STATUS, NO_SECRET, REACHABLE, UNREACHABLE, InboundEvent,
                                           InboundItem, InboundMessage)
 from engine.chat.messengers.protocol import InboundCall, Messenger
@@ -104,11 +105,13 @@ def _message(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: I
     if not channel.enabled:      # disabled: acknowledged and dropped (its webhook is being removed)
         return
     channel_id, tenant_id = channel.id, channel.tenant_id
+    item = replace(item, attachments=media.with_ids(item.attachments))
     variables = item.variables()
     button_answer = messenger.button_answer(item)
 
-    def also(uow: UnitOfWork, _conversation) -> None:
+    def also(uow: UnitOfWork, conversation) -> None:
         reachability.clear(uow, channel_id, item.chat_id)       # writing again: the customer is back
+        media.record(uow, tenant_id, channel_id, conversation.id, item.attachments)
         if button_answer is not None:
             messenger_deliveries.queue_button_answer(uow, tenant_id, channel_id, messenger, button_answer,
                                                      item.callback_query_id)

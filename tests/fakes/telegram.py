@@ -25,6 +25,7 @@ import requests
 from tests.fakes.server import FakeServer, Recorded, Reply, encode
 
 _PATH = re.compile(r"/bot([^/]+)/([A-Za-z]+)")
+_FILE_PATH = re.compile(r"/file/bot([^/]+)/(.+)")
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
@@ -53,6 +54,7 @@ class FakeTelegram(FakeServer):
         self.sent: list[dict[str, Any]] = []                 # accepted sendMessage parameters (+ message_id)
         self.blocked: set[str] = set()
         self.unknown_chats: set[str] = set()
+        self.files: dict[str, tuple[str, bytes]] = {}        # file_id -> (file_path, content)
         self._ids = itertools.count(1)
         self._update_ids = itertools.count(10_000)
 
@@ -64,6 +66,12 @@ class FakeTelegram(FakeServer):
         self.bots[token] = {"id": bot_id, "is_bot": True, "first_name": first_name,
                             "username": username or f"support_{bot_id}_bot"}
         return token
+
+    def add_file(self, content: bytes, file_path: str = "photos/file_1.jpg") -> str:
+        """A file a customer sent: its ``file_id`` (getFile answers its path, /file/bot<token>/ serves it)."""
+        file_id = "AgACAgIAAxkBAAI" + secrets.token_urlsafe(24)
+        self.files[file_id] = (file_path, content)
+        return file_id
 
     def block(self, chat_id: int | str) -> None:
         self.blocked.add(str(chat_id))
@@ -83,6 +91,9 @@ class FakeTelegram(FakeServer):
     # --- the Bot API -------------------------------------------------------------------------------
 
     def respond(self, request: Recorded) -> Reply:
+        download = _FILE_PATH.fullmatch(request.path)
+        if download:
+            return self._download(*download.groups())
         match = _PATH.fullmatch(request.path)
         if not match:
             return error(404, "Not Found")
@@ -97,6 +108,25 @@ class FakeTelegram(FakeServer):
             return error(404, "Not Found: method not found")
         with self._lock:
             return handler(token, params)
+
+    def _download(self, token: str, file_path: str) -> Reply:
+        """``https://api.telegram.org/file/bot<token>/<file_path>``: the bytes, for the bot's token only."""
+        if token not in self.bots:
+            return Reply(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+        found = next((content for path, content in self.files.values() if path == file_path), None)
+        if found is None:
+            return Reply(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+        return Reply(200, found, {"Content-Type": "application/octet-stream"})
+
+    def _api_getFile(self, token: str, params: dict[str, Any]) -> Reply:
+        found = self.files.get(str(params.get("file_id") or ""))
+        if found is None:
+            return error(400, "Bad Request: invalid file_id")
+        path, content = found
+        if len(content) > 20 * 1024 * 1024:
+            return error(400, "Bad Request: file is too big")
+        return ok({"file_id": params["file_id"], "file_unique_id": "AQAD" + path[-6:], "file_size": len(content),
+                   "file_path": path})
 
     def _api_getMe(self, token: str, params: dict[str, Any]) -> Reply:
         return ok(self.bots[token])

@@ -51,6 +51,7 @@ class FakeViber(FakeServer):
         self.sent: list[dict[str, Any]] = []
         self.unsubscribed: set[str] = set()
         self.webhook_checks: list[requests.Response | Exception] = []
+        self.media: dict[str, bytes] = {}                      # path -> content (Viber's media URLs)
         self._tokens = itertools.count(5_000_000_000_000_000_000)
 
     # --- setup and scripting -----------------------------------------------------------------------
@@ -60,6 +61,12 @@ class FakeViber(FakeServer):
         self.accounts[token] = {"id": f"pa:{next(self._tokens)}", "name": name, "uri": name.lower().replace(" ", ""),
                                 "icon": "https://example.com/icon.png", "country": "DE", "subscribers_count": 0}
         return token
+
+    def add_media(self, content: bytes, name: str = "photo.jpg") -> str:
+        """A file a user sent: the URL Viber's ``media`` field gives (no credentials needed, expires)."""
+        path = f"/viber-media/{secrets.token_hex(8)}/{name}"
+        self.media[path] = content
+        return self.url + path
 
     def unsubscribe(self, user_id: str) -> None:
         self.unsubscribed.add(user_id)
@@ -74,6 +81,8 @@ class FakeViber(FakeServer):
     # --- the REST API ------------------------------------------------------------------------------
 
     def respond(self, request: Recorded) -> Reply:
+        if request.method == "GET" and request.path in self.media:
+            return Reply(200, self.media[request.path], {"Content-Type": "image/jpeg"})
         if not request.path.startswith(self.api_prefix + "/") or request.method != "POST":
             return Reply(404, b"Not Found")
         token = request.header("X-Viber-Auth-Token")

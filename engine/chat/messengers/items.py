@@ -31,7 +31,8 @@ EVENT_KINDS = (DELIVERY_STATUS, UNREACHABLE, REACHABLE, IGNORED)
 
 @dataclass(frozen=True)
 class Attachment:
-    """A file or a shared place/contact, as the messenger describes it (never downloaded)."""
+    """A file or a shared place/contact, as the messenger describes it; a file gets Baton's own
+    ``attachment_id`` when its message is taken (fetched through ``GET /v1/media/...``)."""
 
     type: str
     file_id: str | None = None
@@ -40,11 +41,17 @@ class Attachment:
     size: int | None = None
     mime_type: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)   # latitude/longitude, phone_number, ...
+    attachment_id: str | None = None
+
+    @property
+    def source(self) -> str | None:
+        """What the messenger fetches the file by (a file / media id, or a URL); None: no file."""
+        return self.file_id or self.url
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form kept in the ``attachments`` variable: only the fields the messenger gave."""
-        found = {"type": self.type, "file_id": self.file_id, "url": self.url, "name": self.name,
-                 "size": self.size, "mime_type": self.mime_type}
+        found = {"type": self.type, "attachment_id": self.attachment_id, "file_id": self.file_id, "url": self.url,
+                 "name": self.name, "size": self.size, "mime_type": self.mime_type}
         return {key: value for key, value in found.items() if value is not None} | dict(self.details)
 
 

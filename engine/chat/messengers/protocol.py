@@ -129,6 +129,13 @@ class Messenger(ABC):
         settings; None (403) when it matches none, or the messenger makes no such check."""
         return None
 
+    def file_request(self, http: OutboundHttp, settings: Mapping[str, Any], source: str, *,
+                     api_url: str) -> HttpRequest:
+        """The request that downloads an inbound file the messenger named ``source`` (a file or
+        media id, or a URL), after whatever calls it takes to learn where it is, with the channel's
+        credentials; OutboundError when the messenger refuses. By default the source is the URL."""
+        return HttpRequest("GET", source, {})
+
     # --- outbound calls ------------------------------------------------------------------------------
 
     @abstractmethod

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from urllib.parse import quote as url_quote
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,7 +26,7 @@ from engine.chat.messengers.sending import (DEAD, RETRY, SENT, WAIT, Button, Htt
                                             require_text, split_text, utf16_length)
 from engine.chat.messengers.settings import Setting, SettingsSpec
 from engine.chat.messengers.telegram import updates
-from engine.errors import InvalidParamsError, MessengerUnavailableError
+from engine.errors import InvalidParamsError, MessengerUnavailableError, OutboundError
 from engine.outbound import OutboundHttp, OutboundResponse
 
 DEFAULT_API_URL = "https://api.telegram.org"
@@ -127,6 +128,21 @@ class Telegram(Messenger):
     def button_answer(self, message: InboundMessage) -> OutboundCall | None:
         """``answerCallbackQuery``: clients show a spinner on a pressed inline button until it comes."""
         return answer_callback(message.callback_query_id) if message.callback_query_id else None
+
+    def file_request(self, http: OutboundHttp, settings: Mapping[str, Any], source: str, *,
+                     api_url: str = DEFAULT_API_URL) -> HttpRequest:
+        """``getFile`` for the ``file_path``, then ``<api_url>/file/bot<token>/<file_path>`` (Telegram
+        lets bots download files of up to 20 MB)."""
+        token = self.settings_spec.check(settings)["bot_token"]
+        response = call(http, self.name, _http_request(api_url, token, "getFile", {"file_id": source}))
+        answer = _answer_of(response)
+        if answer is None:
+            raise unavailable(self.name, response)
+        path = as_text(as_dict(answer.get("result")).get("file_path")) if answer.get("ok") is True else None
+        if not path or ".." in path.split("/") or path.startswith("/"):
+            said = quote(answer.get("description") or "no file_path", [token])
+            raise OutboundError(f"{self.name} refused the file: {said}")
+        return HttpRequest("GET", f"{api_url.rstrip('/')}/file/bot{token}/{url_quote(path, safe='/')}", {})
 
     # --- outbound -------------------------------------------------------------------------------------
 

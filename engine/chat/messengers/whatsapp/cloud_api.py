@@ -28,7 +28,7 @@ from engine.chat.messengers.sending import (DEAD, RETRY, SENT, WAIT, Button, Htt
                                             split_text, utf16_length)
 from engine.chat.messengers.settings import SettingsSpec, digits_setting, token_setting
 from engine.chat.messengers.whatsapp import notifications
-from engine.errors import BadRequestError, InvalidParamsError, MessengerUnavailableError
+from engine.errors import BadRequestError, InvalidParamsError, MessengerUnavailableError, OutboundError
 from engine.outbound import OutboundHttp, OutboundResponse
 
 DEFAULT_API_URL = "https://graph.facebook.com/v21.0"
@@ -153,6 +153,24 @@ class WhatsApp(Messenger):
         BadRequestError when it is not a WhatsApp notification. Items carry ``account_id`` =
         ``metadata.phone_number_id``."""
         return notifications.parse(body)
+
+    def file_request(self, http: OutboundHttp, settings: Mapping[str, Any], source: str, *,
+                     api_url: str = DEFAULT_API_URL) -> HttpRequest:
+        """``GET /<media id>`` for the media's short-lived ``url``, then that URL, both with the
+        bearer token (Meta's media URLs need it)."""
+        checked = self.settings_spec.check(settings)
+        bearer = {"Authorization": f"Bearer {checked['access_token']}"}
+        if not source.isascii() or not source.isdigit():
+            raise OutboundError(f"{self.name} media ids are digits; '{source[:40]}' is not one.")
+        response = call(http, self.name, HttpRequest(
+            "GET", f"{api_url.rstrip('/')}/{source}?phone_number_id={checked['phone_number_id']}", bearer))
+        answer = answer_object(response)
+        if answer is None or (response.status >= 500 and "error" not in answer):
+            raise unavailable(self.name, response)
+        url = as_text(answer.get("url"))
+        if "error" in answer or not url:
+            raise OutboundError(f"{self.name} refused the media: {_reason(as_dict(answer.get('error')))}")
+        return HttpRequest("GET", url, bearer)
 
     # --- outbound -------------------------------------------------------------------------------------
 
