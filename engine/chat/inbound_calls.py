@@ -20,8 +20,8 @@ from typing import Any
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
-from engine.chat import conversations, media, messenger_deliveries, reachability, receipts
-from engine.chat.messengers.items import (DELIVERY_STATUS, NO_SECRET, REACHABLE, UNREACHABLE, InboundEvent,
+from engine.chat import button_presses, conversations, media, messenger_deliveries, reachability, receipts
+from engine.chat.messengers.items import (DELIVERY_STATUS, MOVED, NO_SECRET, REACHABLE, UNREACHABLE, InboundEvent,
                                           InboundItem, InboundMessage)
 from engine.chat.messengers.protocol import InboundCall, Messenger
 from engine.errors import ConflictError, UnauthorizedError
@@ -104,22 +104,40 @@ def take(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: Inbou
 def _message(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundMessage) -> None:
     if not channel.enabled:      # disabled: acknowledged and dropped (its webhook is being removed)
         return
+    if item.callback_query_id is not None:
+        _press(uow, messenger, channel, item)
+    else:
+        _accept(uow, channel, item, _receipt_id(messenger, channel, item.dedup_id))
+
+
+def _press(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundMessage) -> None:
+    """A pressed button (Telegram's callback_query): answered in every case, taken only when it is on
+    the conversation's current keyboard (``button_presses``), once however often it is sent."""
+    if not _first_receipt(uow, channel, _receipt_id(messenger, channel, item.dedup_id), "message"):
+        return
+    refusal = button_presses.refusal(uow, channel.id, item.chat_id, item.pressed_on)
+    if refusal is None:
+        _accept(uow, channel, item, None)
+    answer = messenger.button_answer(item, refusal)
+    if answer is not None:
+        messenger_deliveries.queue_button_answer(uow, channel.tenant_id, channel.id, messenger, answer,
+                                                 item.callback_query_id)
+
+
+def _accept(uow: UnitOfWork, channel: ChannelRow, item: InboundMessage, dedup_id: str | None) -> None:
     channel_id, tenant_id = channel.id, channel.tenant_id
     item = replace(item, attachments=media.with_ids(item.attachments))
     variables = item.variables()
-    button_answer = messenger.button_answer(item)
 
     def also(uow: UnitOfWork, conversation) -> None:
         reachability.clear(uow, channel_id, item.chat_id)       # writing again: the customer is back
         media.record(uow, tenant_id, channel_id, conversation.id, item.attachments)
-        if button_answer is not None:
-            messenger_deliveries.queue_button_answer(uow, tenant_id, channel_id, messenger, button_answer,
-                                                     item.callback_query_id)
 
+    # In a group the chat is the group and the sender is who wrote (external_user_id).
     arrival = conversations.Arrival(
-        chat_id=item.chat_id, text=item.text, user_id=item.chat_id, username=item.display_name,
+        chat_id=item.chat_id, text=item.text, user_id=item.user_id, username=item.display_name,
         extras={key: variables[key] for key in ("message_type", "attachments", "button_id")},
-        dedup_id=_receipt_id(messenger, channel, item.dedup_id), also=also)
+        dedup_id=dedup_id, also=also)
     try:
         with uow.savepoint():
             conversations.accept(uow, channel, arrival)
@@ -127,18 +145,26 @@ def _message(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: I
         _note_error(uow, channel_id, error.message)
 
 
+def _first_receipt(uow: UnitOfWork, channel: ChannelRow, dedup_id: str | None, kind: str) -> bool:
+    """Record that an item was taken; False when it was before (a retried call)."""
+    if dedup_id is None:
+        return True
+    if receipts.taken(uow, channel.id, dedup_id):
+        return False
+    try:
+        with uow.savepoint():
+            receipts.take(uow, channel.tenant_id, channel.id, dedup_id, kind)
+    except IntegrityError:       # the same item, taken by a concurrent retry of the call
+        return False
+    return True
+
+
 def _event(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, event: InboundEvent) -> None:
-    if event.kind not in (DELIVERY_STATUS, UNREACHABLE, REACHABLE):
-        return                       # acknowledged only: edits, webhook checks, reactions, ...
+    if event.kind not in (DELIVERY_STATUS, UNREACHABLE, REACHABLE, MOVED):
+        return                       # acknowledged only: edits, service messages, webhook checks, ...
     dedup_id = _receipt_id(messenger, channel, event.dedup_id) if event.dedup_id else None
-    if dedup_id is not None:
-        if receipts.taken(uow, channel.id, dedup_id):
-            return
-        try:
-            with uow.savepoint():
-                receipts.take(uow, channel.tenant_id, channel.id, dedup_id, event.event)
-        except IntegrityError:       # the same event, taken by a concurrent retry of the call
-            return
+    if not _first_receipt(uow, channel, dedup_id, event.event):
+        return
     if event.kind == DELIVERY_STATUS and event.message_id and event.status in delivery.RECEIPTS:
         delivery.record_receipt(uow, channel.id, event.message_id, event.status, event.reason)
     elif event.kind == UNREACHABLE and event.chat_id:
@@ -147,6 +173,8 @@ def _event(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, event: In
         delivery.wake_key(uow, channel.tenant_id, messenger_deliveries.chat_key(channel.id, event.chat_id))
     elif event.kind == REACHABLE and event.chat_id:
         reachability.clear(uow, channel.id, event.chat_id)
+    elif event.kind == MOVED and event.chat_id and event.new_chat_id:
+        conversations.move_chat(uow, channel.id, event.chat_id, event.new_chat_id)
 
 
 def _receipt_id(messenger: Messenger, channel: ChannelRow, messenger_id: str | None) -> str | None:

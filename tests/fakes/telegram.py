@@ -232,14 +232,40 @@ class FakeTelegram(FakeServer):
         return self.update(message=self.message(chat_id, first_name, text=text))
 
     def button_update(self, chat_id: int, button_id: str, keyboard: list[dict[str, str]] | None = None,
-                      first_name: str = "Ann") -> dict[str, Any]:
-        """A pressed inline button; ``keyboard`` ([{"text", "callback_data"}]) is the message's markup."""
+                      first_name: str = "Ann", *, message_id: int | None = None, user_id: int | None = None,
+                      chat_type: str = "private") -> dict[str, Any]:
+        """A pressed inline button; ``keyboard`` ([{"text", "callback_data"}]) is the message's markup,
+        ``message_id`` the bot's message it is on (``sent[...]["message_id"]``), ``user_id`` who pressed."""
         message = self.message(chat_id, "Support Bot", text="Choose one")
+        message["chat"]["type"] = chat_type
+        if message_id is not None:
+            message["message_id"] = message_id
         if keyboard is not None:
             message["reply_markup"] = {"inline_keyboard": [[button] for button in keyboard]}
-        user = {"id": chat_id, "is_bot": False, "first_name": first_name}
+        user = {"id": user_id or chat_id, "is_bot": False, "first_name": first_name}
         return self.update(callback_query={"id": str(next(self._ids) + 4_000_000), "from": user,
                                            "message": message, "chat_instance": "-1", "data": button_id})
+
+    def group_message(self, group_id: int, user_id: int, first_name: str = "Ann", *,
+                      chat_type: str = "supergroup", title: str = "Acme customers", **fields: Any) -> dict[str, Any]:
+        """A message in a group: the chat is the group (a negative id), ``from`` who wrote it."""
+        user = {"id": user_id, "is_bot": False, "first_name": first_name}
+        return {"message_id": next(self._ids), "from": user, "date": int(time.time()),
+                "chat": {"id": group_id, "title": title, "type": chat_type}, **fields}
+
+    def group_update(self, group_id: int, user_id: int, text: str | None = None, first_name: str = "Ann",
+                     **fields: Any) -> dict[str, Any]:
+        content = {"text": text} if text is not None else {}
+        return self.update(message=self.group_message(group_id, user_id, first_name, **content, **fields))
+
+    def removed_from_group_update(self, group_id: int, status: str = "left") -> dict[str, Any]:
+        """``my_chat_member`` when someone removes the bot from a group (``left`` / ``kicked``) or adds it."""
+        bot = {"id": 1, "is_bot": True, "first_name": "Support Bot"}
+        admin = {"id": 5, "is_bot": False, "first_name": "Admin"}
+        return self.update(my_chat_member={
+            "chat": {"id": group_id, "title": "Acme customers", "type": "supergroup"}, "from": admin,
+            "date": int(time.time()), "old_chat_member": {"user": bot, "status": "member"},
+            "new_chat_member": {"user": bot, "status": status}})
 
     def blocked_update(self, chat_id: int, status: str = "kicked") -> dict[str, Any]:
         """``my_chat_member`` as sent when the user blocks (``kicked``) or unblocks (``member``) the bot."""

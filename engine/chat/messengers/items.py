@@ -25,8 +25,9 @@ MESSAGE_TYPES = (TEXT, BUTTON, *MEDIA_TYPES, "location", "contact", UNSUPPORTED)
 DELIVERY_STATUS = "delivery_status"  # an outbound message was sent / delivered / read / failed
 UNREACHABLE = "unreachable"          # the customer blocked the bot or unsubscribed: deliveries are dead at once
 REACHABLE = "reachable"              # the customer (re)subscribed or unblocked the bot
+MOVED = "moved"                      # the chat has a new id (a Telegram group became a supergroup)
 IGNORED = "ignored"                  # acknowledged only (edits, webhook checks, malformed items, ...)
-EVENT_KINDS = (DELIVERY_STATUS, UNREACHABLE, REACHABLE, IGNORED)
+EVENT_KINDS = (DELIVERY_STATUS, UNREACHABLE, REACHABLE, MOVED, IGNORED)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class InboundMessage:
     button_id: str | None = None
     account_id: str | None = None          # WhatsApp: metadata.phone_number_id (finds the channel)
     callback_query_id: str | None = None   # Telegram: a pressed button, to answer with answerCallbackQuery
+    pressed_on: str | None = None          # Telegram: the messenger's id of the message whose button it was
 
     def variables(self) -> dict[str, Any]:
         """The process variables a message sets; every key is always present so that conditions such
@@ -101,6 +103,7 @@ class InboundEvent:
     reason: str | None = None
     error_code: int | None = None
     account_id: str | None = None
+    new_chat_id: str | None = None         # MOVED: where the chat is now
 
 
 InboundItem = InboundMessage | InboundEvent

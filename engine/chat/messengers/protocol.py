@@ -120,8 +120,9 @@ class Messenger(ABC):
         """The id an item is deduplicated by on its channel; by default the messenger's own."""
         return dedup_id
 
-    def button_answer(self, message: InboundMessage) -> OutboundCall | None:
-        """A call that acknowledges a pressed button at once, or None when none is needed."""
+    def button_answer(self, message: InboundMessage, refusal: str | None = None) -> OutboundCall | None:
+        """A call that acknowledges a pressed button at once (showing ``refusal`` when the press is not
+        taken), or None when none is needed."""
         return None
 
     def handshake(self, query: Mapping[str, str], channel_settings: Iterable[Mapping[str, Any]]) -> str | None:

@@ -132,7 +132,7 @@ def test_buttons_go_out_as_an_inline_keyboard_and_a_press_comes_back_as_a_messag
     [question] = bot.sent(chat)
     keyboard = question["reply_markup"]["inline_keyboard"]
     assert keyboard == [[{"text": "Yes please", "callback_data": "yes"}], [{"text": "No thanks", "callback_data": "no"}]]
-    press = fake.button_update(chat, "no", keyboard=[row[0] for row in keyboard])
+    press = fake.button_update(chat, "no", keyboard=[row[0] for row in keyboard], message_id=question["message_id"])
     bot.send(press)
     assert bot.texts(chat, 2)[1] == "You chose no (No thanks), a button."
     answered = eventually(lambda: bot.calls("answerCallbackQuery"), lambda found: len(found) == 1)

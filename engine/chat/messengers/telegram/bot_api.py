@@ -125,9 +125,12 @@ class Telegram(Messenger):
         another bot's token must not take its update 17 for the old bot's)."""
         return f"{connection.get('bot_id')}:{dedup_id}"
 
-    def button_answer(self, message: InboundMessage) -> OutboundCall | None:
-        """``answerCallbackQuery``: clients show a spinner on a pressed inline button until it comes."""
-        return answer_callback(message.callback_query_id) if message.callback_query_id else None
+    def button_answer(self, message: InboundMessage, refusal: str | None = None) -> OutboundCall | None:
+        """``answerCallbackQuery``: clients show a spinner on a pressed inline button until it comes;
+        a ``refusal`` is shown to the user as a short notice (at most 200 characters)."""
+        if not message.callback_query_id:
+            return None
+        return answer_callback(message.callback_query_id, refusal[:200] if refusal else None)
 
     def file_request(self, http: OutboundHttp, settings: Mapping[str, Any], source: str, *,
                      api_url: str = DEFAULT_API_URL) -> HttpRequest:
@@ -213,9 +216,12 @@ def _file_call(chat_id: str, media: Media) -> OutboundCall:
     return OutboundCall(method, {"chat_id": chat_id, field: media.url})
 
 
-def answer_callback(callback_query_id: str) -> OutboundCall:
-    """Stops the spinner a pressed inline button shows until the bot answers."""
-    return OutboundCall("answerCallbackQuery", {"callback_query_id": callback_query_id})
+def answer_callback(callback_query_id: str, text: str | None = None) -> OutboundCall:
+    """Stops the spinner a pressed inline button shows until the bot answers (with a notice: ``text``)."""
+    payload = {"callback_query_id": callback_query_id}
+    if text:
+        payload["text"] = text
+    return OutboundCall("answerCallbackQuery", payload)
 
 
 def _call(http: OutboundHttp, api_url: str, token: str, method: str, payload: dict[str, Any], *,
