@@ -92,13 +92,15 @@ def handshake(uow: UnitOfWork, messenger: Messenger, query: Mapping[str, str]) -
 
 # --- taking the items -------------------------------------------------------------------------------
 
-def take(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundItem) -> None:
+def take(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundItem) -> dict[str, Any] | None:
     """Take one item in the unit of work (each item has its own: a retried call finds the ones taken
-    before and skips them)."""
+    before and skips them); what to answer the call with when the messenger reads the answer
+    (``Messenger.answer_body``: Viber's welcome message), else None."""
     if isinstance(item, InboundMessage):
         _message(uow, messenger, channel, item)
-    else:
-        _event(uow, messenger, channel, item)
+        return None
+    _event(uow, messenger, channel, item)
+    return messenger.answer_body(item, channel.settings or {}) if channel.enabled else None
 
 
 def _message(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundMessage) -> None:
@@ -136,7 +138,8 @@ def _accept(uow: UnitOfWork, channel: ChannelRow, item: InboundMessage, dedup_id
     # In a group the chat is the group and the sender is who wrote (external_user_id).
     arrival = conversations.Arrival(
         chat_id=item.chat_id, text=item.text, user_id=item.user_id, username=item.display_name,
-        extras={key: variables[key] for key in ("message_type", "attachments", "button_id")},
+        extras={key: variables[key] for key in ("message_type", "attachments", "button_id", "context")
+                if key in variables},
         dedup_id=dedup_id, also=also)
     try:
         with uow.savepoint():

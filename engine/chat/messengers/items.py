@@ -75,15 +75,17 @@ class InboundMessage:
     account_id: str | None = None          # WhatsApp: metadata.phone_number_id (finds the channel)
     callback_query_id: str | None = None   # Telegram: a pressed button, to answer with answerCallbackQuery
     pressed_on: str | None = None          # Telegram: the messenger's id of the message whose button it was
+    context: str | None = None             # Viber: the deep link's context, carried by the welcome message
 
     def variables(self) -> dict[str, Any]:
         """The process variables a message sets; every key is always present so that conditions such
-        as ``message_type == "photo"`` never fail on a plain text message."""
+        as ``message_type == "photo"`` never fail on a plain text message (``context`` only when a
+        Viber deep link gave one)."""
         return {"message_text": self.text, "external_user_id": self.chat_id,
                 "external_username": self.display_name, "channel": self.channel,
                 "message_type": self.message_type,
                 "attachments": [attachment.to_dict() for attachment in self.attachments],
-                "button_id": self.button_id}
+                "button_id": self.button_id, **({"context": self.context} if self.context is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,7 @@ class InboundEvent:
     error_code: int | None = None
     account_id: str | None = None
     new_chat_id: str | None = None         # MOVED: where the chat is now
+    context: str | None = None             # Viber conversation_started: the deep link's context
 
 
 InboundItem = InboundMessage | InboundEvent

@@ -125,6 +125,11 @@ class Messenger(ABC):
         taken), or None when none is needed."""
         return None
 
+    def answer_body(self, item: InboundItem, settings: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What to answer the call that carried ``item`` with, when the messenger reads the HTTP
+        answer (Viber's welcome message to ``conversation_started``); None: the usual ``{"ok": true}``."""
+        return None
+
     def handshake(self, query: Mapping[str, str], channel_settings: Iterable[Mapping[str, Any]]) -> str | None:
         """The answer to a GET check of the webhook URL when it matches one of these channels'
         settings; None (403) when it matches none, or the messenger makes no such check."""

@@ -23,11 +23,12 @@ class Setting:
     secret: bool
     meaning: str                        # "the bot token from @BotFather": completes error messages
     min_length: int = 1
+    required: bool = True               # an optional one may be left out, or null to remove it
 
 
 @dataclass(frozen=True)
 class SettingsSpec:
-    """The settings of one channel type; every key is required."""
+    """The settings of one channel type; every key is required unless it says otherwise."""
 
     channel_type: str
     settings: tuple[Setting, ...]
@@ -50,11 +51,12 @@ class SettingsSpec:
         if unknown:
             raise _invalid("settings", f"Unknown setting(s) {_listing(unknown)} for a {self.channel_type} "
                                        f"channel; its settings are {_listing(self.names)}.")
-        missing = [name for name in self.names if name not in given]
+        missing = [setting.name for setting in self.settings if setting.required and setting.name not in given]
         if missing:
             raise _invalid(f"settings.{missing[0]}",
                            f"Missing setting(s) {_listing(missing)} for a {self.channel_type} channel.")
-        return {setting.name: _checked(setting, given[setting.name]) for setting in self.settings}
+        return {setting.name: _checked(setting, given[setting.name]) for setting in self.settings
+                if setting.required or given.get(setting.name) is not None}
 
     def shown(self, stored: Mapping[str, Any]) -> dict[str, Any]:
         """The settings without their secrets, for any answer (secrets are never returned)."""
@@ -98,3 +100,9 @@ def text_setting(name: str, meaning: str, *, max_length: int) -> Setting:
 def digits_setting(name: str, meaning: str, *, max_length: int = 32) -> Setting:
     """A numeric id that goes into a URL path."""
     return Setting(name, re.compile(r"^[0-9]+$"), max_length, False, meaning)
+
+
+def message_setting(name: str, meaning: str, *, max_length: int) -> Setting:
+    """An optional text to send (a welcome message): lines allowed, no other control characters."""
+    return Setting(name, re.compile(r"(?s)^(?=.*\S)[^\x00-\x09\x0b-\x1f\x7f]+$"), max_length, False, meaning,
+                   required=False)

@@ -19,12 +19,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.chat.messengers.connection import Connection, call, quote, refused, unavailable, webhook_url
-from engine.chat.messengers.items import InboundItem, as_id, as_int, as_text, header, hmac_sha256_hex, same_secret
+from engine.chat.messengers.items import InboundEvent, InboundItem, as_id, as_int, as_text, header, hmac_sha256_hex, same_secret
 from engine.chat.messengers.protocol import Addressed, InboundCall, Messenger
 from engine.chat.messengers.sending import (DEAD, RETRY, SENT, Button, HttpRequest, Media, OutboundCall, SendOutcome,
                                             answer_object, common_button_refusals, refuse_buttons, require_text,
                                             split_text)
-from engine.chat.messengers.settings import SettingsSpec, text_setting, token_setting
+from engine.chat.messengers.settings import SettingsSpec, message_setting, text_setting, token_setting
 from engine.chat.messengers.viber import callbacks
 from engine.errors import InvalidParamsError, MessengerUnavailableError
 from engine.outbound import OutboundHttp, OutboundResponse
@@ -71,6 +71,8 @@ class Viber(Messenger):
         token_setting("auth_token", "the bot's authentication token from Viber (Settings > Bots > Edit Info > "
                                     "Your app key)", max_length=200),
         text_setting("sender_name", "the sender name shown on replies, at most 28 characters", max_length=28),
+        message_setting("welcome_text", "the message a user sees on opening the chat, at most 7000 characters "
+                                        "(optional)", max_length=TEXT_LIMIT),
     ))
 
     # --- connect --------------------------------------------------------------------------------------
@@ -125,6 +127,18 @@ class Viber(Messenger):
     def parse(self, body: bytes) -> list[InboundItem]:
         """One callback as inbound items; BadRequestError when it is not a Viber callback."""
         return callbacks.parse(body)
+
+    def answer_body(self, item: InboundItem, settings: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The welcome message, answered to ``conversation_started`` (Viber sends it to the user; a
+        bot may not send them anything else before they write), with the deep link's context in its
+        ``tracking_data``."""
+        welcome = settings.get("welcome_text")
+        if not isinstance(item, InboundEvent) or item.event != "conversation_started" or not welcome:
+            return None
+        answer = {"sender": {"name": settings.get("sender_name")}, "type": "text", "text": welcome}
+        if item.context:
+            answer["tracking_data"] = callbacks.welcome_tracking_data(item.context)
+        return answer
 
     # --- outbound -------------------------------------------------------------------------------------
 
