@@ -48,8 +48,8 @@ def as_buttons(buttons: Sequence[Mapping[str, str]]) -> list[Button]:
 
 
 def deploy_refusals(task_specs, messenger: Messenger) -> list[dict]:
-    """For a process bound to a messenger's channel: every send_message task whose buttons that
-    messenger cannot carry, as deploy's ``{element_id, line, message}`` entries."""
+    """For a process bound to a messenger's channel: every send_message task whose buttons or file
+    that messenger cannot carry, as deploy's ``{element_id, line, message}`` entries."""
     refusals = []
     for spec in task_specs:
         if operator_of(spec) != SEND_MESSAGE:
@@ -57,13 +57,17 @@ def deploy_refusals(task_specs, messenger: Messenger) -> list[dict]:
         properties = spec.extensions.get("properties", {})
         buttons = read_message_buttons(properties)
         problems = messenger.button_refusals(as_buttons(buttons)) if buttons else []
-        if properties.get("attachment_url"):
-            problems += messenger.attachment_refusals(properties.get("attachment_type") or "",
-                                                      bool(properties.get("attachment_size")))
         if problems:
             refusals.append({"element_id": spec.bpmn_id, "line": None,
-                             "message": f"send_message '{spec.bpmn_id}' has what a {messenger.type} channel cannot "
+                             "message": f"send_message '{spec.bpmn_id}' has buttons a {messenger.type} channel cannot "
                                         f"carry: {' '.join(problems)}"})
+        problems = messenger.attachment_refusals(properties.get("attachment_type") or "",
+                                                 bool(properties.get("attachment_size"))) \
+            if properties.get("attachment_url") else []
+        if problems:
+            refusals.append({"element_id": spec.bpmn_id, "line": None,
+                             "message": f"send_message '{spec.bpmn_id}' has a file a {messenger.type} channel cannot "
+                                        f"send: {' '.join(problems)}"})
     return refusals
 
 
