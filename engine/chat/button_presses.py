@@ -31,7 +31,8 @@ def refusal(uow: UnitOfWork, channel_id: int, chat_id: str, pressed_on: str | No
         .where(Message.conversation_id == conversation_id, Message.direction == "out")
         .order_by(Message.id.desc()).limit(_RECENT)).all()
     latest = next((row for row in recent if isinstance(row.content, dict) and row.content.get("buttons")), None)
-    if latest is None or (latest.external_id is not None and latest.external_id != pressed_on):
+    # Not sent yet (no message id from the messenger): the press cannot be on it, whatever it says.
+    if latest is None or latest.external_id != pressed_on:
         return OLD_BUTTON
     answered = uow.execute(select(Message.id).where(
         Message.conversation_id == conversation_id, Message.direction == "in", Message.id > latest.id).limit(1)).first()

@@ -55,6 +55,7 @@ class FakeTelegram(FakeServer):
         self.blocked: set[str] = set()
         self.unknown_chats: set[str] = set()
         self.files: dict[str, tuple[str, bytes]] = {}        # file_id -> (file_path, content)
+        self.answered: list[dict[str, Any]] = []             # accepted answerCallbackQuery parameters
         self._ids = itertools.count(1)
         self._update_ids = itertools.count(10_000)
 
@@ -208,6 +209,9 @@ class FakeTelegram(FakeServer):
     def _api_answerCallbackQuery(self, token: str, params: dict[str, Any]) -> Reply:
         if not params.get("callback_query_id"):
             return error(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+        if len(str(params.get("text") or "")) > 200:
+            return error(400, "Bad Request: MESSAGE_TOO_LONG")
+        self.answered.append({**params, "token": token})
         return ok(True)
 
     # --- updates, sent the way Telegram sends them -------------------------------------------------
