@@ -5,6 +5,7 @@ guard refuses fails the step and sends nothing; what a messenger cannot send is 
 from __future__ import annotations
 
 import pytest
+import requests
 
 from tests.harness import RpcError
 from tests.integration.messengers.helpers import deploy_on, eventually, messages_of, new_chat_id
@@ -113,3 +114,31 @@ def test_deploy_refuses_an_attachment_without_a_type_or_with_a_url_that_is_not_h
         with pytest.raises(RpcError) as refused:
             deploy_on(mapi, "chat_attachment.bpmn", bot.channel, **attachment("Hi", url, kind))
         assert any(expected in error["message"] for error in refused.value.data["errors"]), refused.value.data
+
+
+def test_with_private_urls_not_allowed_an_attachment_on_a_private_address_fails_the_step(backend, own_database,
+                                                                                         tmp_path):
+    """The SSRF guard as production runs it: a file URL on 127.0.0.1 is refused before anything is queued
+    (a web-chat channel, whose receiver is never called: the step fails first)."""
+    from tests.harness import BatonServer, bpmn
+
+    guarded = BatonServer(own_database, tmp_path, BATON_ALLOW_PRIVATE_URLS="0").start()
+    try:
+        api = guarded.api(guarded.create_tenant(f"media-ssrf-{tmp_path.name[-8:]}"))
+        channel = api.call("channel.create", type="webchat", name="site", webhook_url="https://chat.example.com/hook",
+                           webhook_secret="s" * 32)
+        xml = bpmn("chat_attachment.bpmn")
+        for name, value in attachment("Your file", "http://127.0.0.1:9/{{ message_text }}.pdf", "document").items():
+            xml = xml.replace(f"__{name.upper()}__", value)
+        definition_id = api.deploy(xml.replace("__CHANNEL__", "site"), code="media-ssrf")["definition_id"]
+        answer = requests.post(f"{guarded.base_url}/channels/webchat/{channel['config_id']}/inbound",
+                               json={"chat_id": "c1", "text": "secret"}, headers={"X-API-Key": api.key}, timeout=10)
+        assert answer.status_code == 202, answer.text
+        [started] = eventually(lambda: api.call("process.list", definition_id=definition_id)["items"],
+                               lambda found: len(found) == 1)
+        status = api.wait_for(started["instance_id"])
+        assert status["status"] == "failed" and "is refused" in status["error"]["message"], status["error"]
+        assert "127.0.0.1" in status["error"]["message"]
+        assert api.call("delivery.list")["items"] == []
+    finally:
+        guarded.stop()
