@@ -15,6 +15,7 @@ import secrets
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from sqlalchemy import insert, select
 
@@ -127,7 +128,14 @@ def download(stored: StoredFile, messengers: Registry, api_urls: Mapping[str, st
         http.close()
         raise OutboundError(f"{messenger.name} answered HTTP {stream.status} for the file; try again later.")
     content_type = stream.headers.get("Content-Type") or stored.mime_type or "application/octet-stream"
-    return Download(content_type, stream.declared_size, stored.name or f"{stored.kind}", stream, http)
+    return Download(content_type, stream.declared_size, stored.name or _name_in(request.url) or stored.kind,
+                    stream, http)
+
+
+def _name_in(url: str) -> str | None:
+    """A file name the download URL ends with (Telegram's ``photos/file_7.jpg``), if it has one."""
+    segment = urlsplit(url).path.rpartition("/")[2]
+    return segment if "." in segment and 0 < len(segment) <= 255 and segment.isprintable() else None
 
 
 def _too_large(messenger: str, max_bytes: int, size: int | None = None) -> OutboundError:

@@ -50,7 +50,7 @@ def test_a_telegram_photo_is_fetched_through_getfile_without_the_token(mapi, fak
     assert answer.status_code == 200, answer.text
     assert answer.content == PHOTO
     assert answer.headers["Content-Length"] == str(len(PHOTO))
-    assert answer.headers["Content-Disposition"].startswith("attachment;")
+    assert answer.headers["Content-Disposition"] == f"attachment; filename*=UTF-8''file_{chat}.jpg"
     [get_file] = [r for r in bot.calls("getFile")]
     assert get_file.json() == {"file_id": photo["file_id"]}
     assert bot.token not in str(dict(answer.headers))
