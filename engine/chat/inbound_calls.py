@@ -7,8 +7,12 @@ Verification comes first and is the messenger's own (Telegram's secret token, Vi
 HMAC of the raw body), in constant time; a call that fails it, or names no channel Baton has, gets
 the same 401, so an answer never tells which channels exist. Then each item: a customer message
 goes through ``conversations.accept`` like a web-chat message (its messenger id deduplicated in
-the same transaction); a delivery status updates the delivery it names; a customer who blocked the
-bot or unsubscribed makes the chat unreachable; everything else is acknowledged only.
+the same transaction; its files get Baton's ids, ``media``); a pressed button is answered in every
+case and taken only when it is on the current keyboard (``button_presses``); a delivery status
+updates the delivery it names; a customer who blocked the bot or unsubscribed, or a group that
+removed it, makes the chat unreachable; a chat with a new id (a Telegram supergroup) keeps its
+conversation; everything else is acknowledged only, but for what the messenger reads from the answer
+(Viber's welcome message).
 """
 from __future__ import annotations
 
