@@ -11,7 +11,9 @@ of an instance that ended.
 step and ``conversation.send``): the message row and its delivery in the caller's transaction,
 after locking the conversation row, so the messages of one chat are numbered, committed and
 delivered in one order. A web-chat answer is one signed POST; a messenger answer is one delivery
-per API call (``messenger_deliveries``). A send_message task's ``buttons`` go with its text.
+per API call (``messenger_deliveries``). A send_message task's ``buttons`` go with its text, and
+so does its file (``attachment_url``, rendered, http(s) and let through by the SSRF guard, else
+the task fails before anything is stored).
 """
 from __future__ import annotations
 
