@@ -62,6 +62,15 @@ class Settings:
     viber_api_url: str = "https://chatapi.viber.com/pa"             # BATON_VIBER_API_URL
     whatsapp_api_url: str = "https://graph.facebook.com/v21.0"      # BATON_WHATSAPP_API_URL
     media_max_bytes: int = 20_971_520                               # BATON_MEDIA_MAX_BYTES (GET /v1/media: one file)
+    whatsapp_max_body_bytes: int = 3 * 1_048_576                    # BATON_WHATSAPP_MAX_BODY_BYTES (Meta's up to 3 MB)
+    # Pacing: messages per second (0: no limit) each messenger is sent, shared by every worker process.
+    telegram_per_bot_per_s: float = 30.0                            # BATON_TELEGRAM_PER_BOT_PER_S
+    telegram_per_chat_per_s: float = 1.0                            # BATON_TELEGRAM_PER_CHAT_PER_S
+    telegram_per_group_per_min: float = 20.0                        # BATON_TELEGRAM_PER_GROUP_PER_MIN
+    whatsapp_per_number_per_s: float = 80.0                         # BATON_WHATSAPP_PER_NUMBER_PER_S
+    whatsapp_per_chat_per_s: float = 1.0                            # BATON_WHATSAPP_PER_CHAT_PER_S
+    viber_per_bot_per_s: float = 50.0                               # BATON_VIBER_PER_BOT_PER_S
+    viber_per_chat_per_s: float = 0.0                               # BATON_VIBER_PER_CHAT_PER_S
 
     @property
     def worker_threads(self) -> int:
@@ -76,6 +85,15 @@ class Settings:
         as ``flask worker``. The processes are the parallelism; a second engine thread in one only
         shares its GIL (measured: docs/operations.md, "Worker processes supervised by the server")."""
         return self.workers if self.workers is not None else 1
+
+    @property
+    def messenger_limits(self) -> dict:
+        """Each messenger's pacing (``engine.chat.pacing.Limits``)."""
+        from engine.chat.pacing import Limits
+        return {"telegram": Limits(self.telegram_per_bot_per_s, self.telegram_per_chat_per_s,
+                                   self.telegram_per_group_per_min / 60.0),
+                "whatsapp": Limits(self.whatsapp_per_number_per_s, self.whatsapp_per_chat_per_s),
+                "viber": Limits(self.viber_per_bot_per_s, self.viber_per_chat_per_s)}
 
     @property
     def messenger_api_urls(self) -> dict[str, str]:
@@ -199,6 +217,7 @@ class Baton:
         from ai import build_provider
         from engine.chat.ai_turns import AiTurnRunner
         from engine.chat.messenger_deliveries import MessengerCalls
+        from engine.chat.pacing import Pacing
         from engine.chat.messengers.registry import MESSENGERS
         from engine.jobs.kinds import AI_TURN, DELIVER, OPERATOR, RETENTION, THROWN, TIMER_START
         from engine.outbound.delivery_runner import DeliveryRunner
@@ -225,7 +244,8 @@ class Baton:
         handlers[OPERATOR] = HttpTaskRunner(self.sandbox, script_engine, specs, self.outbound,
                                             retry_base_s=settings.http_retry_base_s)
         handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale,
-                                           channel_calls=MessengerCalls(MESSENGERS, settings.messenger_api_urls))
+                                           channel_calls=MessengerCalls(MESSENGERS, settings.messenger_api_urls,
+                                                                        Pacing(settings.messenger_limits)))
         handlers[AI_TURN] = AiTurnRunner(self.ai)
         # Within half a lease per run (the rest right after), so that no other worker takes it over.
         handlers[RETENTION] = RetentionRunner(settings.retention, every_s=settings.retention_every_s,
@@ -328,6 +348,7 @@ def create_app(config: dict | None = None) -> Flask:
                                    "json_serializer": json_values.write_stored,
                                    "json_deserializer": json_values.read_stored},
         MAX_CONTENT_LENGTH=settings.max_body_bytes,
+        BATON_WHATSAPP_MAX_BODY_BYTES=settings.whatsapp_max_body_bytes,
     )
     app.json.sort_keys = False  # answers keep the order the code builds them in
     wakers = Wakers()

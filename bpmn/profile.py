@@ -7,6 +7,8 @@ functions only read; ``bpmn.rules`` decides what is valid, ``bpmn.parser`` store
 """
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from lxml import etree
@@ -108,3 +110,51 @@ def _is_required(field: etree._Element) -> bool:
             # Camunda writes no config for "required"; an explicit "false" means not required.
             return (constraint.get("config") or "true").strip().lower() != "false"
     return False
+
+
+# A WhatsApp message template (sent instead of the text when the 24-hour window is closed): Meta's
+# template names are lowercase letters, digits and underscores; languages are codes such as en or en_US.
+TEMPLATE_NAME = re.compile(r"[a-z0-9_]{1,512}")
+TEMPLATE_LANGUAGE = re.compile(r"[a-z]{2,3}(_[A-Za-z]{2,4})?")
+DEFAULT_TEMPLATE_LANGUAGE = "en_US"
+MAX_TEMPLATE_PARAMS = 50
+MAX_TEMPLATE_PARAM = 1024
+
+
+def template_problem(name: Any, language: Any, params: Any) -> tuple[str, str] | None:
+    """(the property or param at fault, what is wrong) with a template, or None when it is fine:
+    ``name`` a template name, ``language`` a language code, ``params`` a list of strings."""
+    if not isinstance(name, str) or not TEMPLATE_NAME.fullmatch(name):
+        return "template", (f"template {json.dumps(name)[:80]} must be the template's name in WhatsApp Manager: "
+                            "1 to 512 lowercase letters, digits or underscores.")
+    if not isinstance(language, str) or not TEMPLATE_LANGUAGE.fullmatch(language):
+        return "template_language", (f"template_language {json.dumps(language)[:40]} must be a language code "
+                                     "such as en or en_US.")
+    if not isinstance(params, list):
+        return "template_params", "template_params must be a list of strings."
+    if len(params) > MAX_TEMPLATE_PARAMS:
+        return "template_params", f"template_params may hold at most {MAX_TEMPLATE_PARAMS} values, not {len(params)}."
+    for number, value in enumerate(params, start=1):
+        if not isinstance(value, str):
+            return "template_params", (f"template_params value {number} is {type(value).__name__} "
+                                       f"{json.dumps(value)[:40]}; every value must be a string.")
+        if not value.strip() or len(value) > MAX_TEMPLATE_PARAM:
+            return "template_params", (f"template_params value {number} must be a non-empty string of at most "
+                                       f"{MAX_TEMPLATE_PARAM} characters.")
+    return None
+
+
+def read_message_template(properties: dict[str, str]) -> dict[str, Any] | None:
+    """A send_message task's template: ``template`` (its name), ``template_language`` (default
+    en_US), ``template_params`` (a JSON list of strings, each a template like ``text``); None without
+    ``template``. Unchecked: a ``template_params`` that is not JSON is kept as it is (deploy refuses it)."""
+    name = properties.get("template")
+    if name is None:
+        return None
+    raw = properties.get("template_params")
+    try:
+        params = [] if raw is None or not raw.strip() else json.loads(raw)
+    except ValueError:
+        params = raw
+    return {"name": name.strip(), "language": (properties.get("template_language") or DEFAULT_TEMPLATE_LANGUAGE).strip(),
+            "params": params}

@@ -53,6 +53,8 @@ def viber_callback():
 
 @bp.post("/webhooks/whatsapp")
 def whatsapp_notification():
+    # Meta's notifications may be up to 3 MB (a batch of messages); a 413 would be retried for days.
+    request.max_content_length = current_app.config["BATON_WHATSAPP_MAX_BODY_BYTES"]
     return _take("whatsapp")
 
 

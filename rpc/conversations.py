@@ -7,12 +7,15 @@ from engine.auth import MAX_NAME
 from engine.chat import channel_configs, conversations
 from engine.chat.outbox import MAX_TEXT
 from rpc.registry import RpcMethod
-from rpc.schema import ID, INT, PAGING, TEXT, TIME, Choice, Param, Text, nullable, obj, one_of, page_of
+from bpmn.profile import DEFAULT_TEMPLATE_LANGUAGE, MAX_TEMPLATE_PARAM, MAX_TEMPLATE_PARAMS
+from rpc.schema import (ID, INT, PAGING, TEXT, TIME, Choice, ListOf, Param, Record, Text, nullable, obj, one_of,
+                        page_of)
 from rpc.tasks import ASSIGNEE, ME, assignee_of
 
 
 def send(ctx, params):
-    return conversations.send(ctx.uow, ctx.tenant_id, params["binding_id"], params["text"], principal=ctx.principal)
+    return conversations.send(ctx.uow, ctx.tenant_id, params["binding_id"], params.get("text"), principal=ctx.principal,
+                              template=params.get("template"))
 
 
 def list_(ctx, params):
@@ -44,7 +47,14 @@ CHANNEL_TYPE = one_of(*channel_configs.TYPES)
 CONVERSATION = obj(binding_id=INT, channel=CHANNEL_TYPE, config_id=INT, chat_id=TEXT,
                    external_user_id=nullable(TEXT), external_username=nullable(TEXT), instance_id=INT,
                    started_at=TIME, last_message_at=nullable(TIME), assignee=nullable(TEXT),
-                   candidate_group=nullable(TEXT))
+                   candidate_group=nullable(TEXT), customer_wrote_at=nullable(TIME), window_closes_at=nullable(TIME))
+TEMPLATE = Param("template", Record((
+    Param("name", Text(max_len=512), required=True, description="the approved template's name in WhatsApp Manager"),
+    Param("language", Text(max_len=16), description=f"its language code (default {DEFAULT_TEMPLATE_LANGUAGE})"),
+    Param("params", ListOf(Text(max_len=MAX_TEMPLATE_PARAM), max_items=MAX_TEMPLATE_PARAMS, noun="strings"),
+          description="the values of its body's {{1}}, {{2}} ... in order"))),
+    description="WhatsApp: a message template, sent instead of the text when the 24-hour window is closed "
+                "(alone: always sent)")
 MESSAGE = obj(message_id=INT, direction=one_of("in", "out"), text=TEXT,
               author=one_of("customer", "ai", "operator", "process"), created_at=TIME,
               delivery=nullable(one_of("queued", "sent", "dead")))
@@ -52,7 +62,8 @@ HOLDER = obj(binding_id=INT, status=TEXT, assignee=nullable(TEXT), candidate_gro
 
 METHODS = (
     RpcMethod("conversation.send", send, summary="An operator's reply into a conversation, queued for delivery.",
-              params=(BINDING, Param("text", Text(max_len=MAX_TEXT), required=True)),
+              params=(BINDING, Param("text", Text(max_len=MAX_TEXT), description="required unless a template is given"),
+                      TEMPLATE),
               result=obj(binding_id=INT, message_id=INT, status=one_of("queued"))),
     RpcMethod("conversation.list", list_, summary="The active conversations, newest first.",
               params=(Param("channel", Choice(channel_configs.TYPES)),

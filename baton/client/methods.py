@@ -118,9 +118,13 @@ class TaskMethods(Group):
 class ConversationMethods(Group):
     """``conversation.*``"""
 
-    def send(self, binding_id: int, text: str) -> dict[str, Any]:
-        """``conversation.send``: An operator's reply into a conversation, queued for delivery."""
-        return self._transport.call("conversation.send", without_omitted({"binding_id": binding_id, "text": text}, ()))
+    def send(self, binding_id: int, *, text: str | None = None, template: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``conversation.send``: An operator's reply into a conversation, queued for delivery.
+
+        text: required unless a template is given
+        template: WhatsApp: a message template, sent instead of the text when the 24-hour window is closed (alone: always sent)
+        """
+        return self._transport.call("conversation.send", without_omitted({"binding_id": binding_id, "text": text, "template": template}, ()))
 
     def list(self, *, channel: Literal["webchat", "telegram", "whatsapp", "viber"] | None = None, assignee: str | None = OMIT, candidate_group: str | None = None, page: int | None = None, per_page: int | None = None) -> dict[str, Any]:
         """``conversation.list``: The active conversations, newest first.

@@ -26,7 +26,7 @@ from lxml import etree
 from bpmn.allowlist import (AI_MAX_KEYWORD, AI_MAX_KNOWLEDGE, AI_MAX_MODEL_NAME, AI_MAX_TURNS, HTTP_METHODS,
                             HTTP_RETRIES, HTTP_TIMEOUT_S, MAX_MESSAGE_BUTTONS)
 from bpmn.issues import Issues
-from bpmn.profile import property_elements, read_message_buttons
+from bpmn.profile import property_elements, read_message_buttons, read_message_template, template_problem
 from engine.sandbox import check_template
 
 HTTP_PROPERTIES = frozenset({"operator", "url", "method", "body", "headers", "result_variable",
@@ -77,6 +77,7 @@ def check_send_message(element, properties: dict[str, str], issues: Issues) -> N
             refuse("buttons", f"buttons '{properties['buttons'][:200]}': {problem} Write them as "
                               "'id:Title, id2:Title 2' or 'Title, Title 2'.")
     _check_attachment(properties, refuse)
+    _check_message_template(properties, refuse)
 
 
 ATTACHMENT_TYPES = ("image", "document")
@@ -102,6 +103,28 @@ def _check_attachment(properties: dict[str, str], refuse) -> None:
         _check_template(size, "attachment_size", refuse)
         if "{{" not in size and not (size.strip().isascii() and size.strip().isdigit() and int(size) > 0):
             refuse("attachment_size", f"attachment_size '{size[:50]}' must be a number of bytes.")
+
+
+def _check_message_template(properties: dict[str, str], refuse) -> None:
+    """``template``, ``template_language``, ``template_params`` (WhatsApp's message template, sent
+    instead of the text when the 24-hour window is closed): a name, a language code, a JSON list of
+    strings, each a template."""
+    template = read_message_template(properties)
+    if template is None:
+        for name in ("template_language", "template_params"):
+            if properties.get(name) is not None:
+                refuse(name, f"{name} needs a 'template' property (the template's name).")
+        return
+    if isinstance(template["params"], str):
+        refuse("template_params", "template_params must be a JSON list of strings, such as "
+                                  "'[\"{{ external_username }}\", \"{{ order_id }}\"]'.")
+        return
+    problem = template_problem(template["name"], template["language"], template["params"])
+    if problem:
+        refuse(problem[0], problem[1])
+        return
+    for value in template["params"]:
+        _check_template(value, "template_params", refuse)
 
 
 def message_buttons_problem(buttons: list[dict[str, str]]) -> str | None:

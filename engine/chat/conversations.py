@@ -19,15 +19,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from engine import jobs
-from engine.chat import ai_dialogs, channel_configs, outbox, receipts
+from engine.chat import ai_dialogs, channel_configs, messenger_deliveries, outbox, receipts
+from engine.chat.messengers.registry import MESSENGERS
 from engine.jobs.kinds import CHAT_MESSAGE, START
-from engine.errors import ConflictError, ForbiddenError, NotFoundError
+from engine.errors import ConflictError, ForbiddenError, InvalidParamsError, NotFoundError
 from engine.store import writes
 from engine.store.db import iso, utcnow
 from engine.store.models import Channel, Conversation, Delivery, Instance, Message
@@ -108,12 +110,14 @@ _ACTIVE = (select(_conversations.c.id, _conversations.c.instance_id, _conversati
 _CLOSE = (update(_conversations).where(_conversations.c.id == bindparam("conversation_id"))
           .values(status="closed", closed_at=bindparam("now")))
 _TOUCH = (update(_conversations).where(_conversations.c.id == bindparam("conversation_id"))
-          .values(last_message_at=bindparam("now"), external_user_id=bindparam("user_id"),
+          .values(last_message_at=bindparam("now"), customer_wrote_at=bindparam("now"),
+                  external_user_id=bindparam("user_id"),
                   external_username=bindparam("username")))
 _OPEN = (insert(_conversations).values(
     tenant_id=bindparam("tenant_id"), channel_id=bindparam("channel_id"), chat_id=bindparam("chat_id"),
     status="active", external_user_id=bindparam("user_id"), external_username=bindparam("username"),
-    started_at=bindparam("now"), last_message_at=bindparam("now")).returning(_conversations.c.id))
+    started_at=bindparam("now"), last_message_at=bindparam("now"), customer_wrote_at=bindparam("now"))
+    .returning(_conversations.c.id))
 _BIND = (update(_conversations).where(_conversations.c.id == bindparam("conversation_id"))
          .values(instance_id=bindparam("instance_id")))
 _MESSAGE = (insert(_messages).values(
@@ -247,10 +251,21 @@ def _get(uow: UnitOfWork, tenant_id: int, binding_id: int, *, lock: bool = False
 ASSIGN_PERMISSION = "conversation.assign"
 
 
-def send(uow: UnitOfWork, tenant_id: int, binding_id: int, text: str, principal=None) -> dict[str, Any]:
+def send(uow: UnitOfWork, tenant_id: int, binding_id: int, text: str | None, principal=None,
+         template: dict[str, Any] | None = None) -> dict[str, Any]:
     """An operator's reply: stored and queued for delivery in the unit of work. A conversation another
-    user holds is a ConflictError unless ``principal`` (the calling key) may assign conversations."""
+    user holds is a ConflictError unless ``principal`` (the calling key) may assign conversations.
+    ``template`` (WhatsApp): sent instead of ``text`` when the window is closed; alone, it is the reply."""
+    if text is None and template is None:
+        raise InvalidParamsError("conversation.send needs a 'text', a 'template' (WhatsApp), or both.",
+                                 data={"param": "text"})
     conversation = _get(uow, tenant_id, binding_id, lock=True)
+    if template is not None:
+        template = messenger_deliveries.checked_template(template)
+        channel_type = uow.run(select(Channel.type).where(Channel.id == conversation.channel_id)).scalar()
+        if getattr(MESSENGERS.get(channel_type), "window_s", None) is None:
+            raise InvalidParamsError(f"Conversation {binding_id} is on a {channel_type} channel: message templates "
+                                     "are WhatsApp's; send a text.", data={"param": "template"})
     if conversation.status != "active":
         raise ConflictError(f"Conversation {binding_id} is {conversation.status}; it takes no more messages.")
     if principal is not None and conversation.assignee is not None and conversation.assignee != principal.user \
@@ -258,7 +273,8 @@ def send(uow: UnitOfWork, tenant_id: int, binding_id: int, text: str, principal=
         raise ConflictError(f"Conversation {binding_id} is held by '{conversation.assignee}': only they, or a key "
                             f"with '{ASSIGN_PERMISSION}', may answer it.")
     message_id = outbox.record_outgoing(uow, outbox.ActiveConversation(
-        conversation.id, conversation.tenant_id, conversation.channel_id, conversation.chat_id), text, "operator")
+        conversation.id, conversation.tenant_id, conversation.channel_id, conversation.chat_id), text, "operator",
+        template=template)
     return {"binding_id": binding_id, "message_id": message_id, "status": "queued"}
 
 
@@ -281,7 +297,18 @@ def list_conversations(uow: UnitOfWork, tenant_id: int, *, channel_type: str | N
         "external_user_id": row[0].external_user_id, "external_username": row[0].external_username,
         "instance_id": row[0].instance_id, "started_at": iso(row[0].started_at),
         "last_message_at": iso(row[0].last_message_at), "assignee": row[0].assignee,
-        "candidate_group": row[0].candidate_group})
+        "candidate_group": row[0].candidate_group, "customer_wrote_at": iso(row[0].customer_wrote_at),
+        "window_closes_at": iso(window_closes_at(row[1], row[0].customer_wrote_at))})
+
+
+def window_closes_at(channel_type: str, customer_wrote_at):
+    """When the messenger stops taking free-form replies (WhatsApp: 24 hours after the customer's
+    last message); None for a channel without such a window, or a customer who never wrote."""
+    messenger = MESSENGERS.get(channel_type)
+    window_s = getattr(messenger, "window_s", None)
+    if window_s is None or customer_wrote_at is None:
+        return None
+    return customer_wrote_at + timedelta(seconds=window_s)
 
 
 def list_messages(uow: UnitOfWork, tenant_id: int, binding_id: int, *, page: int, per_page: int) -> dict[str, Any]:

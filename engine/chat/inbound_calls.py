@@ -31,7 +31,7 @@ from engine.chat.messengers.protocol import InboundCall, Messenger
 from engine.errors import ConflictError, UnauthorizedError
 from engine.outbound import delivery
 from engine.store.db import utcnow
-from engine.store.models import Channel
+from engine.store.models import Channel, Delivery
 from engine.store.unit_of_work import UnitOfWork
 
 log = logging.getLogger("baton.messengers")
@@ -63,6 +63,8 @@ def verified_items(uow: UnitOfWork, messenger: Messenger, call: InboundCall) -> 
     addressed = messenger.addressed(call)
     channels = _channels(uow, messenger.type, addressed.keys)
     if not _verified(messenger, call, channels):
+        if messenger.secret_shared_by_accounts and _verified_by_any(uow, messenger, call):
+            return []   # signed, but for a number or a field no channel of Baton's owns: 200, ignored
         raise _refused()
     items = addressed.items if addressed.items is not None else messenger.parse(call.body)
     found = [(channels.get(messenger.key_of(item, addressed.keys)), item) for item in items]
@@ -84,6 +86,18 @@ def _verified(messenger: Messenger, call: InboundCall, channels: Mapping[str, Ch
                for channel in channels.values()] or [None]
     checks = [messenger.verify(call, secret or NO_SECRET) for secret in secrets]
     return bool(channels) and all(checks)
+
+
+_SETTINGS_OF_TYPE = select(Channel.settings, Channel.webhook_secret).where(Channel.type == bindparam("type"))
+
+
+def _verified_by_any(uow: UnitOfWork, messenger: Messenger, call: InboundCall) -> bool:
+    """Whether the call proves it knows the secret of any channel of the messenger (each distinct
+    secret compared once, all of them always)."""
+    secrets = {messenger.verifying_secret(row.settings or {}, row.webhook_secret)
+               for row in uow.run(_SETTINGS_OF_TYPE, {"type": messenger.type})}
+    checks = [messenger.verify(call, secret) for secret in secrets if secret]
+    return any(checks)
 
 
 def handshake(uow: UnitOfWork, messenger: Messenger, query: Mapping[str, str]) -> str | None:
@@ -113,7 +127,7 @@ def _message(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: I
     if item.callback_query_id is not None:
         _press(uow, messenger, channel, item)
     else:
-        _accept(uow, channel, item, _receipt_id(messenger, channel, item.dedup_id))
+        _accept(uow, messenger, channel, item, _receipt_id(messenger, channel, item.dedup_id))
 
 
 def _press(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundMessage) -> None:
@@ -123,21 +137,26 @@ def _press(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: Inb
         return
     refusal = button_presses.refusal(uow, channel.id, item.chat_id, item.pressed_on)
     if refusal is None:
-        _accept(uow, channel, item, None)
+        _accept(uow, messenger, channel, item, None)
     answer = messenger.button_answer(item, refusal)
     if answer is not None:
         messenger_deliveries.queue_button_answer(uow, channel.tenant_id, channel.id, messenger, answer,
                                                  item.callback_query_id)
 
 
-def _accept(uow: UnitOfWork, channel: ChannelRow, item: InboundMessage, dedup_id: str | None) -> None:
+def _accept(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundMessage,
+            dedup_id: str | None) -> None:
     channel_id, tenant_id = channel.id, channel.tenant_id
     item = replace(item, attachments=media.with_ids(item.attachments))
     variables = item.variables()
+    read_receipt = messenger.read_receipt(item, channel.settings or {})
 
     def also(uow: UnitOfWork, conversation) -> None:
         reachability.clear(uow, channel_id, item.chat_id)       # writing again: the customer is back
         media.record(uow, tenant_id, channel_id, conversation.id, item.attachments)
+        if read_receipt is not None:  # the process took it (a message no process takes is not marked)
+            messenger_deliveries.queue_read_receipt(uow, tenant_id, channel_id, messenger, read_receipt,
+                                                    item.dedup_id)
 
     # In a group the chat is the group and the sender is who wrote (external_user_id).
     arrival = conversations.Arrival(
@@ -173,7 +192,12 @@ def _event(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, event: In
     if not _first_receipt(uow, channel, dedup_id, event.event):
         return
     if event.kind == DELIVERY_STATUS and event.message_id and event.status in delivery.RECEIPTS:
+        was_sent = event.status == "failed" and _sent_reply(uow, channel.id, event.message_id)
         delivery.record_receipt(uow, channel.id, event.message_id, event.status, event.reason)
+        if was_sent:   # accepted, then reported failed (WhatsApp's 131047 often comes so): dead now
+            messenger_deliveries.tell_process(
+                uow, channel.id, was_sent, f"{messenger.name} reported it failed: {event.reason or 'no reason given'}",
+                messenger.failure_of(event.error_code))
     elif event.kind == UNREACHABLE and event.chat_id:
         reachability.mark(uow, channel.tenant_id, channel.id, event.chat_id, event.reason or event.event)
         # Replies already waiting for a retry die now rather than at their next attempt.
@@ -182,6 +206,17 @@ def _event(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, event: In
         reachability.clear(uow, channel.id, event.chat_id)
     elif event.kind == MOVED and event.chat_id and event.new_chat_id:
         conversations.move_chat(uow, channel.id, event.chat_id, event.new_chat_id)
+
+
+_SENT_REPLY = select(Delivery.ordering_key).where(
+    Delivery.channel_id == bindparam("channel_id"), Delivery.external_id == bindparam("external_id"),
+    Delivery.status == delivery.SENT).order_by(Delivery.id.desc()).limit(1)
+
+
+def _sent_reply(uow: UnitOfWork, channel_id: int, external_id: str) -> str | None:
+    """The chat of the sent reply the messenger knows as ``external_id`` (None: no such reply)."""
+    key = uow.run(_SENT_REPLY, {"channel_id": channel_id, "external_id": external_id}).scalar()
+    return None if key is None else messenger_deliveries.chat_of_key(channel_id, key)
 
 
 def _receipt_id(messenger: Messenger, channel: ChannelRow, messenger_id: str | None) -> str | None:

@@ -27,7 +27,7 @@ from sqlalchemy import bindparam, insert, select, update
 
 from bpmn import operators_used
 from bpmn.operators import AI_CHAT, SEND_MESSAGE, operator_of
-from bpmn.profile import read_message_buttons
+from bpmn.profile import read_message_buttons, read_message_template
 from engine.chat import messenger_deliveries
 from engine.chat.channel_configs import TYPES as CHANNEL_TRIGGERS
 from engine.chat.messengers.registry import MESSENGERS
@@ -84,19 +84,31 @@ def active_conversation(uow: UnitOfWork, instance_id: int) -> ActiveConversation
     return ActiveConversation(*row) if row is not None else None
 
 
-def record_outgoing(uow: UnitOfWork, conversation: ActiveConversation, text: str, author: str, reply_to: int | None = None,
-                    buttons: list[dict[str, str]] | None = None, media: Media | None = None) -> int:
+def record_outgoing(uow: UnitOfWork, conversation: ActiveConversation, text: str | None, author: str,
+                    reply_to: int | None = None, buttons: list[dict[str, str]] | None = None,
+                    template: dict | None = None, media: Media | None = None) -> int:
     """Store an outgoing message and queue its delivery (or a messenger's deliveries) in the caller's
     transaction; the conversation's row is locked first (its ``last_message_at`` is updated). The
-    message's id."""
+    message's id. ``template`` (checked): what a messenger with a customer-service window sends
+    instead when the window is closed (``messenger_deliveries.queue_reply``); with no ``text``, the
+    message is the template alone (messengers with templates only)."""
     now = utcnow()
     connection = uow.connection()
     connection.execute(_TOUCH, {"conversation_id": conversation.id, "now": now})
     channel = connection.execute(_CHANNEL, {"channel_id": conversation.channel_id}).one()
     messenger = MESSENGERS.get(channel.type)
-    if messenger is not None:
+    if messenger is None or messenger.window_s is None:
+        template = None              # only a messenger with a window has templates (WhatsApp)
+    content = {key: value for key, value in (("buttons", buttons), ("template", template)) if value} or None
+    if media is not None:
+        content = {**(content or {}), "attachment": {"type": media.type, "url": media.url}}
+    if text is None:
+        text = f"(template {template['name']})" if template else ""
         queued = messenger_deliveries.queue_reply(uow, conversation.tenant_id, conversation.channel_id, messenger,
-                                                  conversation.chat_id, text, buttons or (), media)
+                                                  conversation.chat_id, None, (), template)
+    elif messenger is not None:
+        queued = messenger_deliveries.queue_reply(uow, conversation.tenant_id, conversation.channel_id, messenger,
+                                                  conversation.chat_id, text, buttons or (), template, media)
     else:
         payload = delivery.message_payload(conversation.chat_id, text, now, buttons)
         if media is not None:
@@ -109,16 +121,7 @@ def record_outgoing(uow: UnitOfWork, conversation: ActiveConversation, text: str
             channel_id=conversation.channel_id)
     return uow.run(_OUTGOING, {
         "tenant_id": conversation.tenant_id, "conversation_id": conversation.id, "author": author, "text": text,
-        "delivery_id": queued.id, "reply_to_id": reply_to, "now": now,
-        "content": _content(buttons, media)}).scalar_one()
-
-
-def _content(buttons: list[dict[str, str]] | None, media: Media | None) -> dict | None:
-    """What an outgoing message's text does not say: its buttons, its file."""
-    content = {"buttons": buttons} if buttons else {}
-    if media is not None:
-        content["attachment"] = {"type": media.type, "url": media.url}
-    return content or None
+        "delivery_id": queued.id, "reply_to_id": reply_to, "now": now, "content": content}).scalar_one()
 
 
 def close_for_instance(uow: UnitOfWork, instance_id: int) -> None:
@@ -157,6 +160,7 @@ class Outbox:
     texts: list[str] = field(default_factory=list)
     buttons: list[list[dict[str, str]]] = field(default_factory=list)   # each text's buttons
     media: list[Media | None] = field(default_factory=list)             # each text's file
+    templates: list[dict | None] = field(default_factory=list)          # each text's template (WhatsApp)
     dialogs: dict = field(default_factory=dict)  # ready ai_chat steps (engine.ai_chat.ready_dialogs)
 
     @classmethod
@@ -216,9 +220,15 @@ class Outbox:
                 messenger.calls(self.conversation.chat_id, text, messenger_deliveries.as_buttons(buttons), media)
             except InvalidParamsError as error:
                 raise fail(f"send_message '{element_id}' cannot be sent to {channel_type}: {error.message}") from None
+        template = read_message_template(task.task_spec.extensions.get("properties", {}))
+        if template is not None and messenger is not None and messenger.window_s is not None:
+            template = self._rendered_template(template, task, fail)
+        else:
+            template = None          # a template is WhatsApp's: other channels send the text
         self.texts.append(text)
         self.buttons.append(buttons)
         self.media.append(media)
+        self.templates.append(template)
         task.run()
 
     def _media(self, task, fail: Callable[[str], OperatorError]) -> Media | None:
@@ -250,6 +260,22 @@ class Outbox:
                        f"'{size[:50]}'.")
         return Media(kind, url, int(size) if size is not None else None)
 
+    def _rendered_template(self, template: dict, task, fail) -> dict:
+        """The step's template with each of its ``template_params`` rendered against the task's data."""
+        element_id = task.task_spec.bpmn_id
+        params = template["params"]
+        if not isinstance(params, list) or not all(isinstance(value, str) for value in params):
+            raise fail(f"The template_params of send_message '{element_id}' must be a JSON list of strings.")
+        try:
+            rendered = [self.sandbox.render(value, dict(task.data)) for value in params]
+        except ScriptError as exc:
+            raise fail(f"The template_params of send_message '{element_id}' could not be rendered: "
+                       f"{exc.message}") from None
+        try:
+            return messenger_deliveries.checked_template({**template, "params": rendered}, "template")
+        except InvalidParamsError as exc:
+            raise fail(f"The template of send_message '{element_id}' cannot be sent: {exc.message}") from None
+
 
 class OutboxRows:
     """Contributor (``engine.runtime.advance``): the messages an advance sent, and the closing of an
@@ -266,8 +292,9 @@ def settle(uow: UnitOfWork, instance_id: int, status: str, outbox: Outbox | None
     """In the runner's save transaction: store what the advance sent; close an ended instance's chat
     (no statement at all for a process no channel starts: the hot path of webhook and RPC starts)."""
     if outbox is not None and outbox.texts:
-        for text, buttons, media in zip(outbox.texts, outbox.buttons, outbox.media):
-            record_outgoing(uow, outbox.conversation, text, "process", buttons=buttons, media=media)
+        for text, buttons, template, media in zip(outbox.texts, outbox.buttons, outbox.templates, outbox.media):
+            record_outgoing(uow, outbox.conversation, text, "process", buttons=buttons, template=template,
+                            media=media)
     if _closes_chat(status, specs):
         close_for_instance(uow, instance_id)
 

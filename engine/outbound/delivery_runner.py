@@ -11,8 +11,9 @@ docs/internals.md, "Durable delivery".
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Protocol
 
 from sqlalchemy import bindparam, select, update
@@ -33,6 +34,7 @@ log = logging.getLogger("baton.delivery")
 TIMEOUT_S = 10.0
 PARK_RECHECK_S = 3600.0   # a parked job is woken by its predecessor; this is only a safety net
 RETRY, WAIT = "retry", "wait"
+SLOT = "slot"   # a job payload's reserved send time (``ChannelCalls.prepare``): one decision's, dropped on a retry
 
 
 @dataclass(frozen=True)
@@ -44,18 +46,31 @@ class ChannelCall:
     url: str = field(repr=False)
     headers: dict[str, str] = field(repr=False)
     body: bytes = field(repr=False)
+    not_before: datetime | None = None      # a paced call waits for its slot (naive UTC) before it goes
+
+
+@dataclass(frozen=True)
+class Later:
+    """A channel call that may not go yet (its slot is further than a call thread should wait): the
+    job sleeps until ``at`` with ``payload`` merged into its own, and no attempt is counted."""
+
+    at: datetime
+    payload: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What one attempt came to: ``result`` is SENT, DEAD, RETRY (on the schedule) or WAIT (after
-    ``retry_after_s``, not counted against the schedule); ``external_id`` is the receiver's id of it."""
+    ``retry_after_s``, not counted against the schedule); ``external_id`` is the receiver's id of it;
+    ``failure``: why a dead one can never go, in the words a process hears (``delivery_failed``)."""
 
     result: str
     status: int | None = None
     error: str | None = None
     retry_after_s: float | None = None
     external_id: str | None = None
+    failure: str | None = None
+    whole_bot: bool = True      # a WAIT that holds every call of the channel (a 429), not only this chat's
 
 
 class ChannelCalls(Protocol):
@@ -64,16 +79,20 @@ class ChannelCalls(Protocol):
     def handles(self, url: str) -> bool:
         """Whether a delivery with this ``url`` is a channel call rather than a POST to it."""
 
-    def prepare(self, uow, row) -> ChannelCall | str:
+    def prepare(self, uow, row, job_payload: dict) -> ChannelCall | Outcome | Later | str:
         """Inside the deciding unit of work (``row``: the delivery's columns, a Row): the call with
-        the channel's current credentials, or why it can never be sent (the channel is gone, the
-        customer blocked the bot ...): dead at once."""
+        the channel's current credentials (and the moment it may go); or an outcome reached without
+        a call (dead: the channel is gone, the customer blocked the bot ...; sent: nothing needs to
+        go); or ``Later`` (paced); or why it can never be sent (dead at once)."""
 
     def judge(self, call: ChannelCall, response) -> Outcome:
         """The outcome of an answer, read from its body the messenger's way."""
 
     def recorded(self, uow, row, outcome: Outcome) -> None:
         """Inside the recording unit of work: note a failure on the channel (its last error)."""
+
+    def died(self, uow, row, error: str | None, failure: str | None) -> None:
+        """Inside the unit of work that made the delivery dead: tell whoever waits for it."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +158,9 @@ class DeliveryRunner:
         if row is None or row.status != QUEUED:
             jobs.finish(uow, job, worker_id)
             return
-        _die(uow, job, worker_id, row, "An internal error stopped this delivery; delivery.retry re-sends it.")
+        error = "An internal error stopped this delivery; delivery.retry re-sends it."
+        _die(uow, job, worker_id, row, error)
+        self._died(uow, row, error, None)
         uow.after_commit(metrics.DELIVERIES_DEAD.inc)
 
     # -- 1: may this delivery go now? --
@@ -157,9 +178,15 @@ class DeliveryRunner:
             delivery.put_back(uow, job, worker_id, utcnow() + timedelta(seconds=PARK_RECHECK_S))
             return None
         if self.channel_calls is not None and self.channel_calls.handles(row.url):
-            call = self.channel_calls.prepare(uow, row)
+            call = self.channel_calls.prepare(uow, row, job.payload)
+            if isinstance(call, Later):  # paced: back to sleep until its slot, no attempt counted
+                if not delivery.put_back(uow, job, worker_id, call.at, {**job.payload, **call.payload}):
+                    raise writes.Lost()
+                return None
             if isinstance(call, str):  # it can never go: dead now, without a call
-                self._record_now(uow, job, worker_id, row, Outcome(DEAD, error=call))
+                call = Outcome(DEAD, error=call)
+            if isinstance(call, Outcome):  # decided without a call (dead, or nothing to send)
+                self._record_now(uow, job, worker_id, row, call)
                 return None
             attempt = _Attempt(row.id, row.tenant_id, row.ordering_key, row.delivery_uid, "", b"", None, call)
         else:
@@ -175,6 +202,10 @@ class DeliveryRunner:
         call = attempt.call
         try:
             if call is not None:
+                if call.not_before is not None:
+                    wait_s = (call.not_before - utcnow()).total_seconds()
+                    if wait_s > 0:
+                        time.sleep(wait_s)
                 response = self.outbound.request(call.method, call.url, headers=call.headers, body=call.body,
                                                  timeout_s=self.timeout_s)
                 return self.channel_calls.judge(call, response)
@@ -217,7 +248,7 @@ class DeliveryRunner:
             latency_s = (now - row.created_at).total_seconds()
             uow.after_commit(lambda: _counted(SENT, latency_s))
             return
-        error = outcome.error
+        error, failure = outcome.error, outcome.failure
         if outcome.result in (RETRY, WAIT):
             since, base = delivery.round_of(job.payload, row.created_at)
             if outcome.result == WAIT:
@@ -230,6 +261,8 @@ class DeliveryRunner:
             if outcome.retry_after_s:  # the receiver's own pause: a drain does not cut it short
                 payload = delivery_drain.not_before(payload or job.payload,
                                                     now + timedelta(seconds=outcome.retry_after_s))
+            if SLOT in (payload or job.payload):  # the next attempt is paced afresh
+                payload = {key: value for key, value in (payload or job.payload).items() if key != SLOT}
             if next_at is not None:
                 if not delivery.put_back(uow, job, worker_id, next_at, payload):
                     raise writes.Lost()  # lease lost: the worker that took the job over records
@@ -237,11 +270,16 @@ class DeliveryRunner:
                                     "new_last_status": outcome.status})
                 uow.after_commit(lambda: _counted(outcome.result))
                 return
-            error = f"{error} Gave up after {row.attempts - base} attempts."
+            error, failure = f"{error} Gave up after {row.attempts - base} attempts.", "unreachable"
         uow.run(_NOTED, {"delivery_id": row.id, "new_last_status": outcome.status})
         _die(uow, job, worker_id, row, error)
+        self._died(uow, row, error, failure)
         uow.after_commit(lambda: (log.warning("delivery %s (%s) is dead: %s", row.id, row.delivery_uid, error),
                                   _counted(DEAD)))
+
+    def _died(self, uow: UnitOfWork, row, error: str | None, failure: str | None) -> None:
+        if self.channel_calls is not None and self.channel_calls.handles(row.url):
+            self.channel_calls.died(uow, row, error, failure)
 
 
 def _locked_row(uow: UnitOfWork, delivery_id):

@@ -50,6 +50,8 @@ class Conversation(db.Model):
               sqlite_where=text("status = 'active'"), postgresql_where=text("status = 'active'")),
         Index("ix_conversations_tenant_status_id", "tenant_id", "status", "id"),
         Index("ix_conversations_instance_id", "instance_id"),
+        # Every WhatsApp reply reads when its chat's customer last wrote, closed conversations too.
+        Index("ix_conversations_channel_chat", "channel_id", "chat_id"),
     )
     id: Mapped[int] = mapped_column(BigId, primary_key=True)
     tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
@@ -61,6 +63,8 @@ class Conversation(db.Model):
     external_username: Mapped[str | None] = mapped_column(String(255))
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_message_at: Mapped[datetime | None]
+    # When the customer last wrote (inbound only): WhatsApp's 24-hour customer-service window.
+    customer_wrote_at: Mapped[datetime | None]
     closed_at: Mapped[datetime | None]
     # Who answers the customer (engine.operators): the operator holding it, and the group an AI step
     # handed it to.
@@ -180,3 +184,12 @@ class ChatAttachment(db.Model):
     mime_type: Mapped[str | None] = mapped_column(String(255))
     size: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class SendPacing(db.Model):
+    """When a messenger may next be called for a key (a bot, a chat, a number): the pace of sending,
+    shared by every worker process (``engine.chat.pacing``)."""
+
+    __tablename__ = "send_pacing"
+    key: Mapped[str] = mapped_column(String(255), primary_key=True)
+    next_at: Mapped[datetime]

@@ -1,7 +1,7 @@
 """chat attachments (issue 28): the files customers send through a messenger, fetched through Baton
 
 Revision ID: 0024
-Revises: 0020
+Revises: 0023
 Create Date: 2026-11-28 23:30:00.000000
 
 """
@@ -11,7 +11,7 @@ import sqlalchemy as sa
 
 # revision identifiers, used by Alembic.
 revision = '0024'
-down_revision = '0020'
+down_revision = '0023'
 branch_labels = None
 depends_on = None
 

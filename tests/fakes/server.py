@@ -3,6 +3,7 @@ request, scripted failures and delays, and a client for the calls a messenger ma
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 import time
@@ -64,6 +65,11 @@ class FakeServer:
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
         self._connections: set[socket.socket] = set()
+        self._local = threading.local()  # the connection of the request a handler thread answers
+        self.gate = threading.Event()    # cleared: calls that send wait (``hold``) until it is set again
+        self.gate.set()
+        self.held = 0                    # calls that waited at the closed gate
+        self.dropped = 0                 # of those, the ones whose caller was gone when it opened
 
     # --- lifecycle ---------------------------------------------------------------------------------
 
@@ -124,6 +130,29 @@ class FakeServer:
         """The next ``times`` matching requests are answered normally, ``seconds`` late."""
         self.script(Reply(status=-1, delay_s=seconds), times=times, path_endswith=path_endswith)
 
+    def hold(self) -> None:
+        """From now on, calls that send a message wait before they are taken (as if the messenger
+        were slow to read them), until ``release``."""
+        self.gate.clear()
+
+    def release(self) -> None:
+        self.gate.set()
+
+    def wait_at_gate(self) -> bool:
+        """In a handler thread, before a call that sends is taken: wait while the gate is closed;
+        False when the caller hung up meanwhile (killed): the messenger never took that request."""
+        if self.gate.is_set():
+            return True
+        with self._lock:
+            self.held += 1
+        self.gate.wait()
+        connection = getattr(self._local, "connection", None)
+        if connection is not None and _hung_up(connection):
+            with self._lock:
+                self.dropped += 1
+            return False
+        return True
+
     def requests_to(self, path_endswith: str) -> list[Recorded]:
         with self._lock:
             return [r for r in self.requests if r.path.endswith(path_endswith)]
@@ -169,6 +198,42 @@ class FakeServer:
                              timeout=timeout)
 
 
+def _hung_up(connection: socket.socket) -> bool:
+    """Whether the other end closed the connection (a read would find its end)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+class Limiter:
+    """Token buckets by key, as a messenger limits its callers: ``rate`` calls per second, at most
+    ``burst`` at once; a call may come ``tolerance`` of a token early (clocks and threads jitter)."""
+
+    def __init__(self):
+        self._buckets: dict[str, tuple[float, float]] = {}
+        self.refused = 0
+
+    def take(self, limits: list[tuple[str, float, float]], now: float, tolerance: float = 0.1) -> float | None:
+        """Take one token of each ``(key, rate, burst)``; None when every bucket had one, else the
+        seconds until they would (nothing taken)."""
+        levels = {}
+        wait = 0.0
+        for key, rate, burst in limits:
+            tokens, last = self._buckets.get(key, (burst, now))
+            tokens = min(burst, tokens + (now - last) * rate)
+            levels[key] = tokens
+            if tokens < 1 - tolerance:
+                wait = max(wait, (1 - tokens) / rate)
+        if wait:
+            self.refused += 1
+            return wait
+        for key, _rate, _burst in limits:
+            self._buckets[key] = (levels[key] - 1, now)
+        return None
+
+
 def encode(value: Any) -> bytes:
     """The bytes a messenger would send: compact JSON, UTF-8."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
@@ -195,6 +260,7 @@ def _handler_for(fake: FakeServer) -> type[BaseHTTPRequestHandler]:
             parts = urlsplit(self.path)
             request = Recorded(self.command, parts.path, dict(parse_qsl(parts.query, keep_blank_values=True)),
                                dict(self.headers), body, time.time())
+            fake._local.connection = self.connection
             reply = fake._answer(request)
             payload = reply.body if isinstance(reply.body, bytes) else (
                 b"" if reply.body is None else encode(reply.body))

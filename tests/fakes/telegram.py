@@ -6,6 +6,12 @@ Telegram does (to the registered webhook, with ``X-Telegram-Bot-Api-Secret-Token
         ... connect with api_url=fake.api_url ...
         fake.deliver(token, fake.text_update(42, "hello"))
 
+Limits (``enforce_limits``): like Telegram, at most about 30 messages per second per bot, one per
+second per chat and 20 per minute per group (negative chat ids); over them, 429 with
+``parameters.retry_after``. ``sent_times`` records when each accepted message was taken.
+``hold()`` / ``release()`` (FakeServer): sendMessage calls wait, and one whose caller hung up
+meanwhile is never taken, as Telegram never reads a request cut short.
+
 Scriptable: ``block(chat_id)`` (403 "bot was blocked by the user"), ``forget_chat(chat_id)`` (400 "chat
 not found"), ``rate_limit_next(retry_after)`` (429 with ``parameters.retry_after``), ``fail_next(status)``
 (5xx), ``delay_next(seconds)``, ``require_https`` (setWebhook refuses http URLs, as Telegram does).
@@ -22,7 +28,9 @@ from urllib.parse import parse_qsl
 
 import requests
 
-from tests.fakes.server import FakeServer, Recorded, Reply, encode
+import math
+
+from tests.fakes.server import FakeServer, Limiter, Recorded, Reply, encode
 
 _PATH = re.compile(r"/bot([^/]+)/([A-Za-z]+)")
 _FILE_PATH = re.compile(r"/file/bot([^/]+)/(.+)")
@@ -56,6 +64,9 @@ class FakeTelegram(FakeServer):
         self.unknown_chats: set[str] = set()
         self.files: dict[str, tuple[str, bytes]] = {}        # file_id -> (file_path, content)
         self.answered: list[dict[str, Any]] = []             # accepted answerCallbackQuery parameters
+        self.sent_times: list[float] = []                    # when each of ``sent`` was taken
+        self.limiter: Limiter | None = None
+        self.limits = (30.0, 1.0, 20 / 60)                   # per bot and per chat per second, per group
         self._ids = itertools.count(1)
         self._update_ids = itertools.count(10_000)
 
@@ -73,6 +84,12 @@ class FakeTelegram(FakeServer):
         file_id = "AgACAgIAAxkBAAI" + secrets.token_urlsafe(24)
         self.files[file_id] = (file_path, content)
         return file_id
+
+    def enforce_limits(self, per_bot: float = 30.0, per_chat: float = 1.0, per_group_per_min: float = 20.0) -> Limiter:
+        """From now on, sendMessage over these rates is refused with 429 (``limiter.refused`` counts)."""
+        self.limits = (per_bot, per_chat, per_group_per_min / 60)
+        self.limiter = Limiter()
+        return self.limiter
 
     def block(self, chat_id: int | str) -> None:
         self.blocked.add(str(chat_id))
@@ -107,6 +124,8 @@ class FakeTelegram(FakeServer):
         handler = getattr(self, f"_api_{method}", None)
         if handler is None:
             return error(404, "Not Found: method not found")
+        if method == "sendMessage" and not self.wait_at_gate():
+            return error(500, "Internal Server Error: the request was cut short")
         with self._lock:
             return handler(token, params)
 
@@ -172,8 +191,16 @@ class FakeTelegram(FakeServer):
             return error(400, "Bad Request: chat not found")
         if chat_id in self.blocked:
             return error(403, "Forbidden: bot was blocked by the user")
+        now = time.time()
+        if self.limiter is not None:
+            per_bot, per_chat, per_group = self.limits
+            chat_rate = per_group if chat_id.startswith("-") else per_chat
+            wait = self.limiter.take([(token, per_bot, per_bot), (f"{token}:{chat_id}", chat_rate, 1.0)], now)
+            if wait is not None:
+                return error(429, f"Too Many Requests: retry after {math.ceil(wait)}", retry_after=math.ceil(wait))
         message_id = next(self._ids)
         self.sent.append({**params, "message_id": message_id, "token": token})
+        self.sent_times.append(now)
         result = {"message_id": message_id, "from": self.bots[token], "date": int(time.time()),
                   "chat": {"id": _int_or_str(chat_id), "type": "private"}, "text": text}
         if params.get("reply_markup"):

@@ -23,7 +23,7 @@ from typing import Any
 
 import requests
 
-from tests.fakes.server import FakeServer, Recorded, Reply, encode
+from tests.fakes.server import FakeServer, Limiter, Recorded, Reply, encode
 
 HOSTNAME = "SN-CHAT-01_"
 REQUEST_MAX_BYTES = 30 * 1024      # "The maximum total JSON size of the request is 30kb"
@@ -53,6 +53,9 @@ class FakeViber(FakeServer):
         self.webhook_checks: list[requests.Response | Exception] = []
         self.media: dict[str, bytes] = {}                      # path -> content (Viber's media URLs)
         self._tokens = itertools.count(5_000_000_000_000_000_000)
+        self.sent_times: list[float] = []
+        self.limiter: Limiter | None = None
+        self.per_account = 50.0
 
     # --- setup and scripting -----------------------------------------------------------------------
 
@@ -67,6 +70,12 @@ class FakeViber(FakeServer):
         path = f"/viber-media/{secrets.token_hex(8)}/{name}"
         self.media[path] = content
         return self.url + path
+
+    def enforce_limits(self, per_account: float = 50.0) -> Limiter:
+        """From now on, send_message over this rate gets status 12 tooManyRequests (Viber's rate control)."""
+        self.per_account = per_account
+        self.limiter = Limiter()
+        return self.limiter
 
     def unsubscribe(self, user_id: str) -> None:
         self.unsubscribed.add(user_id)
@@ -147,8 +156,12 @@ class FakeViber(FakeServer):
             return status(3, "badData")
         if receiver in self.unsubscribed:
             return status(6, "receiverNotSubscribed")
+        now = time.time()
+        if self.limiter is not None and self.limiter.take([(token, self.per_account, self.per_account)], now):
+            return status(12, "tooManyRequests")
         message_token = next(self._tokens)
         self.sent.append({**params, "message_token": message_token, "token": token})
+        self.sent_times.append(now)
         return status(0, "ok", message_token=message_token, chat_hostname=HOSTNAME, billing_status=1)
 
     # --- callbacks, sent the way Viber sends them --------------------------------------------------

@@ -7,6 +7,10 @@ notifications signed with ``X-Hub-Signature-256: sha256=<HMAC of the body with t
         fake.configure_webhook(url, verify_token)          # what one does in Meta's dashboard
         fake.deliver(fake.notification(number, messages=[fake.text_message("4915112345", "hi")]))
 
+Message templates: ``approve_template(name, language, params)``; a ``type: template`` message is
+checked against the approved ones (132001 unknown name or language, 132000 wrong number of
+parameters) and is sent even when the customer's window is closed.
+
 Scriptable: ``close_window(wa_id)`` (131047 when sending; ``window_mode="status"`` accepts the send and
 reports a ``failed`` status instead, as Meta often does), ``rate_limit_next(code)`` (130429, 80007),
 ``fail_next(status)`` (5xx), ``delay_next``.
@@ -22,7 +26,7 @@ from typing import Any
 
 import requests
 
-from tests.fakes.server import FakeServer, Recorded, Reply, encode
+from tests.fakes.server import FakeServer, Limiter, Recorded, Reply, encode
 from tests.fakes.viber import signature
 
 WINDOW_CLOSED = {"code": 131047, "title": "Re-engagement message", "message": "Re-engagement message",
@@ -55,6 +59,11 @@ class FakeWhatsApp(FakeServer):
         self.pending_statuses: list[dict[str, Any]] = []    # failed statuses to deliver (window_mode "status")
         self.media: dict[str, dict[str, Any]] = {}           # media id -> {content, mime_type, number}
         self._ids = itertools.count(100_000_000_000_000)
+        self.sent_times: list[float] = []                   # when each of ``sent`` was taken
+        self.limiter: Limiter | None = None
+        self.per_number, self.per_pair = 80.0, 1.0
+        self.read_marks: list[dict[str, str]] = []          # messages the business marked as read
+        self.templates: dict[tuple[str, str], int] = {}     # (name, language) -> number of body parameters
 
     # --- setup and scripting -----------------------------------------------------------------------
 
@@ -77,6 +86,16 @@ class FakeWhatsApp(FakeServer):
         media_id = str(next(self._ids))
         self.media[media_id] = {"content": content, "mime_type": mime_type, "number": number_id}
         return media_id
+
+    def enforce_limits(self, per_number: float = 80.0, per_pair: float = 1.0) -> Limiter:
+        """From now on, messages over these rates are refused: 130429 for the number's throughput,
+        131056 for the pair rate (one business number to one customer)."""
+        self.per_number, self.per_pair = per_number, per_pair
+        self.limiter = Limiter()
+        return self.limiter
+
+    def approve_template(self, name: str, language: str = "en_US", params: int = 0) -> None:
+        self.templates[(name, language)] = params
 
     def close_window(self, wa_id: str) -> None:
         self.closed_windows.add(wa_id)
@@ -143,20 +162,52 @@ class FakeWhatsApp(FakeServer):
             return graph_error(400, 100, "(#100) Invalid parameter")
         if not isinstance(params, dict) or params.get("messaging_product") != "whatsapp":
             return graph_error(400, 100, "(#100) The parameter messaging_product is required.")
+        if params.get("status") == "read":                  # marking a received message as read
+            if not isinstance(params.get("message_id"), str) or not params["message_id"].startswith("wamid."):
+                return graph_error(400, 100, "(#100) Invalid parameter", "message_id is not a valid wamid")
+            self.read_marks.append({"message_id": params["message_id"], "phone_number_id": number_id})
+            return Reply(200, {"success": True})
         to = params.get("to")
         if not isinstance(to, str) or not to:
             return graph_error(400, 131008, "(#131008) Required parameter is missing", "to is required")
         problem = _content_problem(params)
         if problem:
             return graph_error(400, 131009, "(#131009) Parameter value is not valid", problem)
-        if to in self.closed_windows and self.window_mode == "error":
+        if params.get("type") == "template":
+            template_error = self._template_problem(params["template"])
+            if template_error:
+                return template_error
+        elif to in self.closed_windows and self.window_mode == "error":
             return graph_error(400, 131047, "(#131047) Re-engagement message", WINDOW_CLOSED["error_data"]["details"])
+        now = time.time()
+        if self.limiter is not None:
+            if self.limiter.take([(number_id, self.per_number, self.per_number)], now, tolerance=0.1):
+                return graph_error(400, 130429, "(#130429) Rate limit hit",
+                                   "Cloud API message throughput has been reached.")
+            if self.limiter.take([(f"{number_id}:{to}", self.per_pair, 1.0)], now):
+                return graph_error(400, 131056, "(#131056) (Business Account, Consumer Account) pair rate limit hit",
+                                   "Message failed to send because there were too many messages sent from this "
+                                   "phone number to the same phone number in a short period of time.")
         wamid = f"wamid.HBgL{secrets.token_urlsafe(24)}"
         self.sent.append({**params, "wamid": wamid, "phone_number_id": number_id})
-        if to in self.closed_windows:
+        self.sent_times.append(now)
+        if to in self.closed_windows and params.get("type") != "template":
             self.pending_statuses.append(self.status(wamid, "failed", to, errors=[WINDOW_CLOSED]))
         return Reply(200, {"messaging_product": "whatsapp", "contacts": [{"input": to, "wa_id": to}],
                            "messages": [{"id": wamid}]})
+
+    def _template_problem(self, template: dict[str, Any]) -> Reply | None:
+        key = (template.get("name"), (template.get("language") or {}).get("code"))
+        if key not in self.templates:
+            return graph_error(404, 132001, "(#132001) Template name does not exist in the translation",
+                               f"template name ({key[0]}) does not exist in {key[1]}")
+        values = [p for c in template.get("components") or [] if c.get("type") == "body" for p in c["parameters"]]
+        if len(values) != self.templates[key] or any(p.get("type") != "text" or not isinstance(p.get("text"), str)
+                                                      or not p["text"].strip() for p in values):
+            return graph_error(400, 132000, "(#132000) Number of parameters does not match the expected number "
+                               "of params", f"body: number of localizable_params ({len(values)}) does not match "
+                               f"the expected number of params ({self.templates[key]})")
+        return None
 
     # --- the webhook, as Meta calls it -------------------------------------------------------------
 
@@ -193,6 +244,15 @@ class FakeWhatsApp(FakeServer):
         return {"object": "whatsapp_business_account",
                 "entry": [{"id": "102290129340398", "changes": [{"value": value, "field": "messages"}]}]}
 
+    @staticmethod
+    def account_update(waba_id: str = "102290129340398") -> dict[str, Any]:
+        """A notification of another field than ``messages`` (no number in it), as Meta sends for the
+        business account, templates, quality ..."""
+        return {"object": "whatsapp_business_account", "entry": [{"id": waba_id, "time": int(time.time()), "changes": [
+            {"field": "message_template_status_update", "value": {
+                "event": "APPROVED", "message_template_id": 594425479261596, "message_template_name": "order_shipped",
+                "message_template_language": "en_US", "reason": "NONE"}}]}]}
+
     def message(self, wa_id: str, kind: str, **content: Any) -> dict[str, Any]:
         return {"from": wa_id, "id": f"wamid.HBgL{secrets.token_urlsafe(24)}", "timestamp": str(int(time.time())),
                 "type": kind, **content}
@@ -213,6 +273,11 @@ class FakeWhatsApp(FakeServer):
 
 def _content_problem(params: dict[str, Any]) -> str | None:
     kind = params.get("type", "text")
+    if kind == "template":
+        template = params.get("template")
+        ok = isinstance(template, dict) and isinstance(template.get("name"), str) and \
+            isinstance((template.get("language") or {}).get("code"), str)
+        return None if ok else "template needs a name and language.code"
     if kind == "text":
         body = (params.get("text") or {}).get("body")
         return None if isinstance(body, str) and 0 < len(body) <= 4096 else "text.body must be 1 to 4096 characters"

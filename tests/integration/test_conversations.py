@@ -18,7 +18,8 @@ SECRET = "webhook-secret-0123456789"
 ISO_MS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 CHANNEL_FIELDS = {"config_id", "type", "name", "webhook_url", "has_secret", "enabled", "created_at"}
 CONVERSATION_FIELDS = {"binding_id", "channel", "config_id", "chat_id", "external_user_id", "external_username",
-                       "instance_id", "started_at", "last_message_at", "assignee", "candidate_group"}
+                       "instance_id", "started_at", "last_message_at", "assignee", "candidate_group",
+                       "customer_wrote_at", "window_closes_at"}
 
 
 @pytest.fixture

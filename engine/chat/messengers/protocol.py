@@ -59,6 +59,13 @@ class Messenger(ABC):
     type: ClassVar[str]                    # the channel type and start event trigger: "telegram"
     name: ClassVar[str]                    # how answers and errors name it: "Telegram"
     settings_spec: ClassVar[SettingsSpec]  # a channel's settings: exactly these keys, which are secret
+    # Seconds after the customer's last message during which free-form replies are allowed (WhatsApp's
+    # 24-hour customer-service window); None: no such window. Later a reply needs ``template_call``.
+    window_s: ClassVar[float | None] = None
+    # Whether one secret may sign calls for accounts Baton has no channel of (Meta's app secret signs
+    # the notifications of every number of the app): such a call, verified with any channel's secret,
+    # is acknowledged (200) and ignored, since the messenger would retry anything else for days.
+    secret_shared_by_accounts: ClassVar[bool] = False
 
     # --- connecting a channel ----------------------------------------------------------------------
 
@@ -130,6 +137,11 @@ class Messenger(ABC):
         answer (Viber's welcome message to ``conversation_started``); None: the usual ``{"ok": true}``."""
         return None
 
+    def read_receipt(self, message: InboundMessage, settings: Mapping[str, Any]) -> OutboundCall | None:
+        """A call that marks a message the process took as read, when the channel's settings ask for
+        it; None otherwise."""
+        return None
+
     def handshake(self, query: Mapping[str, str], channel_settings: Iterable[Mapping[str, Any]]) -> str | None:
         """The answer to a GET check of the webhook URL when it matches one of these channels'
         settings; None (403) when it matches none, or the messenger makes no such check."""
@@ -159,9 +171,19 @@ class Messenger(ABC):
         """What the messenger cannot send of a send_message's attachment (deploy refuses it)."""
         return []
 
+    def template_call(self, chat_id: str, template: Mapping[str, Any]) -> OutboundCall | None:
+        """The call sending a message template (``{name, language, params}``, checked) to the chat;
+        None when the messenger has no templates."""
+        return None
+
     @abstractmethod
     def request(self, settings: Mapping[str, Any], outbound: OutboundCall, *, api_url: str) -> HttpRequest:
         """The HTTP request of a stored call, with the channel's current credentials."""
+
+    def failure_of(self, error_code: int | None) -> str:
+        """Why a message the messenger accepted and later reported ``failed`` (with ``error_code``)
+        is dead, in ``delivery_failed``'s words (``sending.FAILURES``)."""
+        return "other"
 
     @abstractmethod
     def classify(self, response: OutboundResponse) -> SendOutcome:

@@ -18,6 +18,11 @@ RETRY = "retry"      # a passing failure (5xx, timeout, revoked token...): the n
 DEAD = "dead"        # can never succeed (blocked, unsubscribed, window closed, refused request): dead at once
 OUTCOME_KINDS = (SENT, WAIT, RETRY, DEAD)
 
+# Why a reply is dead, as the process hears it (``delivery_reason`` of the ``delivery_failed`` message).
+BLOCKED, UNSUBSCRIBED, WINDOW_CLOSED, TOO_LONG, UNREACHABLE, OTHER = (
+    "blocked", "unsubscribed", "window_closed", "too_long", "unreachable", "other")
+FAILURES = (BLOCKED, UNSUBSCRIBED, WINDOW_CLOSED, TOO_LONG, UNREACHABLE, OTHER)
+
 
 @dataclass(frozen=True)
 class Button:
@@ -56,9 +61,11 @@ class OutboundCall:
     method: str                      # sendMessage, answerCallbackQuery, send_message, messages
     payload: dict[str, Any]
 
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "payload": self.payload}
+
     def to_json(self) -> str:
-        return json.dumps({"method": self.method, "payload": self.payload}, ensure_ascii=False,
-                          separators=(",", ":"))
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> OutboundCall:
@@ -80,12 +87,15 @@ class HttpRequest:
 class SendOutcome:
     """What one attempt came to; ``reason`` quotes the messenger; ``message_id`` is the messenger's id
     of the sent message (Telegram ``message_id``, Viber ``message_token``, WhatsApp ``wamid``), which
-    later delivery-status events name."""
+    later delivery-status events name; ``failure`` says why a dead one is dead (``FAILURES``);
+    ``whole_bot``: a wait that holds every chat of the bot (a 429), not only this chat (a pair rate)."""
 
     kind: str
     reason: str | None = None
     wait_s: float | None = None
     message_id: str | None = None
+    failure: str | None = None
+    whole_bot: bool = True
 
 
 def answer_object(response: OutboundResponse) -> dict[str, Any] | None:

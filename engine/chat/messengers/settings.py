@@ -23,12 +23,13 @@ class Setting:
     secret: bool
     meaning: str                        # "the bot token from @BotFather": completes error messages
     min_length: int = 1
-    required: bool = True               # an optional one may be left out, or null to remove it
+    optional: bool = False              # may be left out (then absent from the stored settings)
+    flag: bool = False                  # true or false rather than a string
 
 
 @dataclass(frozen=True)
 class SettingsSpec:
-    """The settings of one channel type; every key is required unless it says otherwise."""
+    """The settings of one channel type; every key is required unless it is ``optional``."""
 
     channel_type: str
     settings: tuple[Setting, ...]
@@ -51,12 +52,12 @@ class SettingsSpec:
         if unknown:
             raise _invalid("settings", f"Unknown setting(s) {_listing(unknown)} for a {self.channel_type} "
                                        f"channel; its settings are {_listing(self.names)}.")
-        missing = [setting.name for setting in self.settings if setting.required and setting.name not in given]
+        missing = [setting.name for setting in self.settings if setting.name not in given and not setting.optional]
         if missing:
             raise _invalid(f"settings.{missing[0]}",
                            f"Missing setting(s) {_listing(missing)} for a {self.channel_type} channel.")
         return {setting.name: _checked(setting, given[setting.name]) for setting in self.settings
-                if setting.required or given.get(setting.name) is not None}
+                if setting.name in given and not (setting.optional and given[setting.name] is None)}
 
     def shown(self, stored: Mapping[str, Any]) -> dict[str, Any]:
         """The settings without their secrets, for any answer (secrets are never returned)."""
@@ -67,8 +68,12 @@ class SettingsSpec:
         return [str(stored[name]) for name in self.secret_names if stored.get(name)]
 
 
-def _checked(setting: Setting, value: Any) -> str:
+def _checked(setting: Setting, value: Any) -> str | bool:
     where = f"settings.{setting.name}"
+    if setting.flag:
+        if not isinstance(value, bool):
+            raise _invalid(where, f"Setting '{setting.name}' must be true or false ({setting.meaning}).")
+        return value
     if not isinstance(value, str):
         raise _invalid(where, f"Setting '{setting.name}' must be a string ({setting.meaning}).")
     if not setting.min_length <= len(value) <= setting.max_length:
@@ -105,4 +110,9 @@ def digits_setting(name: str, meaning: str, *, max_length: int = 32) -> Setting:
 def message_setting(name: str, meaning: str, *, max_length: int) -> Setting:
     """An optional text to send (a welcome message): lines allowed, no other control characters."""
     return Setting(name, re.compile(r"(?s)^(?=.*\S)[^\x00-\x09\x0b-\x1f\x7f]+$"), max_length, False, meaning,
-                   required=False)
+                   optional=True)
+
+
+def flag_setting(name: str, meaning: str) -> Setting:
+    """An optional switch, true or false (off when left out); not a secret."""
+    return Setting(name, re.compile(""), 0, False, meaning, min_length=0, optional=True, flag=True)

@@ -107,8 +107,8 @@ def test_a_bad_or_missing_signature_or_an_unknown_number_is_401(mapi, fakes, mes
     body = json.dumps(notification).encode()
     url = f"{messenger_server.base_url}/webhooks/whatsapp"
     assert requests.post(url, data=body, headers={"Content-Type": "application/json"}, timeout=10).status_code == 401
-    assert fake.deliver(fake.notification("999000111", messages=[fake.text_message(new_wa_id(), "x")])
-                        ).status_code == 401
+    assert fake.deliver(fake.notification("999000111", messages=[fake.text_message(new_wa_id(), "x")]),
+                        app_secret="another-app").status_code == 401
     mapi.wait_until_idle()
     assert conversations_of(mapi, number.config_id) == []
 

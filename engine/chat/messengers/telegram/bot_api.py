@@ -21,9 +21,10 @@ from engine.chat.messengers.connection import Connection, call, quote, refused, 
 from engine.chat.messengers.items import (InboundItem, InboundMessage, as_dict, as_id, as_int, as_text, header,
                                           same_secret)
 from engine.chat.messengers.protocol import Addressed, InboundCall, Messenger
-from engine.chat.messengers.sending import (DEAD, RETRY, SENT, WAIT, Button, HttpRequest, Media, OutboundCall,
-                                            SendOutcome, answer_object, common_button_refusals, refuse_buttons,
-                                            require_text, split_text, utf16_length)
+from engine.chat.messengers.sending import (BLOCKED, DEAD, OTHER, RETRY, SENT, TOO_LONG, UNREACHABLE, WAIT, Button,
+                                            HttpRequest, Media, OutboundCall, SendOutcome, answer_object,
+                                            common_button_refusals, refuse_buttons, require_text, split_text,
+                                            utf16_length)
 from engine.chat.messengers.settings import Setting, SettingsSpec
 from engine.chat.messengers.telegram import updates
 from engine.errors import InvalidParamsError, MessengerUnavailableError, OutboundError
@@ -194,7 +195,7 @@ class Telegram(Messenger):
             return SendOutcome(WAIT, reason=reason, wait_s=wait_s) if wait_s is not None else \
                 SendOutcome(RETRY, reason=reason)
         if code in (400, 403):
-            return SendOutcome(DEAD, reason=reason)
+            return SendOutcome(DEAD, reason=reason, failure=_failure(code, reason))
         return SendOutcome(RETRY, reason=reason)
 
     def button_refusals(self, buttons: Sequence[Button]) -> list[str]:
@@ -214,6 +215,18 @@ def _file_call(chat_id: str, media: Media) -> OutboundCall:
                                  data={"param": "attachment_type"})
     method, field = _FILE_METHODS[media.type]
     return OutboundCall(method, {"chat_id": chat_id, field: media.url})
+
+
+def _failure(code: int, description: str) -> str:
+    """Why Telegram refused for good, in the words ``delivery_failed`` uses."""
+    said = description.lower()
+    if "blocked" in said:
+        return BLOCKED
+    if "too long" in said:
+        return TOO_LONG
+    if code == 403 or "chat not found" in said or "deactivated" in said:
+        return UNREACHABLE
+    return OTHER
 
 
 def answer_callback(callback_query_id: str, text: str | None = None) -> OutboundCall:

@@ -21,7 +21,8 @@ from typing import Any
 from engine.chat.messengers.connection import Connection, call, quote, refused, unavailable, webhook_url
 from engine.chat.messengers.items import InboundEvent, InboundItem, as_id, as_int, as_text, header, hmac_sha256_hex, same_secret
 from engine.chat.messengers.protocol import Addressed, InboundCall, Messenger
-from engine.chat.messengers.sending import (DEAD, RETRY, SENT, Button, HttpRequest, Media, OutboundCall, SendOutcome,
+from engine.chat.messengers.sending import (DEAD, OTHER, RETRY, SENT, UNREACHABLE, UNSUBSCRIBED, WAIT, Button, HttpRequest,
+                                            Media, OutboundCall, SendOutcome,
                                             answer_object, common_button_refusals, refuse_buttons, require_text,
                                             split_text)
 from engine.chat.messengers.settings import SettingsSpec, message_setting, text_setting, token_setting
@@ -49,6 +50,8 @@ _DEAD_STATUSES = {3: "badData", 4: "missingData", 5: "receiverNotRegistered", 6:
                   11: "receiverNoSuitableDevice", 13: "apiVersionNotSupported", 14: "incompatibleWithVersion",
                   16: "inchatReplyMessageNotAllowed", 17: "publicAccountIsNotInline", 18: "noPublicChat",
                   19: "cannotSendBroadcast", 20: "broadcastNotAllowed"}
+TOO_MANY_REQUESTS, TOO_MANY_REQUESTS_WAIT_S = 12, 1.0    # Viber gives no figure of how long to wait
+_FAILURES = {5: UNREACHABLE, 6: UNSUBSCRIBED, 11: UNREACHABLE}
 _ACCOUNT_STATUSES = (2, 7, 8, 9, 15)   # invalidAuthToken, blocked, not found, suspended, not authorized
 
 
@@ -193,7 +196,11 @@ class Viber(Messenger):
         if status == 0:
             return SendOutcome(SENT, message_id=as_id(answer.get("message_token")))
         reason = quote(f"{answer.get('status_message') or _DEAD_STATUSES.get(status, 'error')} (status {status})")
-        return SendOutcome(DEAD if status in _DEAD_STATUSES else RETRY, reason=reason)
+        if status in _DEAD_STATUSES:
+            return SendOutcome(DEAD, reason=reason, failure=_FAILURES.get(status, OTHER))
+        if status == TOO_MANY_REQUESTS:     # Viber's rate control: the whole account waits a moment
+            return SendOutcome(WAIT, reason=reason, wait_s=TOO_MANY_REQUESTS_WAIT_S)
+        return SendOutcome(RETRY, reason=reason)
 
     def button_refusals(self, buttons: Sequence[Button]) -> list[str]:
         """What Viber cannot carry (refused at deploy): the common rules, a title over 250 characters,

@@ -19,14 +19,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from engine.chat.messengers.connection import Connection, call, quote, refused, unavailable, webhook_url
-from engine.chat.messengers.items import (NO_SECRET, InboundItem, as_dict, as_int, as_list, as_text, header,
+from engine.chat.messengers.items import (NO_SECRET, InboundItem, InboundMessage, as_dict, as_int, as_list, as_text, header,
                                           hmac_sha256_hex, same_secret)
 from engine.chat.messengers.protocol import Addressed, InboundCall, Messenger
-from engine.chat.messengers.sending import (DEAD, RETRY, SENT, WAIT, Button, HttpRequest, Media, OutboundCall,
-                                            SendOutcome,
+from engine.chat.messengers.sending import (DEAD, OTHER, RETRY, SENT, UNREACHABLE, WAIT, WINDOW_CLOSED, Button, HttpRequest,
+                                            Media, OutboundCall, SendOutcome,
                                             answer_object, common_button_refusals, refuse_buttons, require_text,
                                             split_text, utf16_length)
-from engine.chat.messengers.settings import SettingsSpec, digits_setting, token_setting
+from engine.chat.messengers.settings import SettingsSpec, digits_setting, flag_setting, token_setting
 from engine.chat.messengers.whatsapp import notifications
 from engine.errors import BadRequestError, InvalidParamsError, MessengerUnavailableError, OutboundError
 from engine.outbound import OutboundHttp, OutboundResponse
@@ -39,11 +39,12 @@ INTERACTIVE_BODY_LIMIT = 1024
 CAPTION_LIMIT = 1024
 MAX_BUTTONS, BUTTON_TITLE_MAX, BUTTON_ID_MAX = 3, 20, 256
 RATE_LIMIT_WAIT_S = 60.0           # Meta gives no Retry-After for its rate-limit codes: wait a minute
+PAIR_RATE_CODE, PAIR_RATE_WAIT_S = 131056, 6.0   # the pair rate: about one message per 6 s to one customer
 MAX_CHALLENGE = 1000
 
 _WAIT_CODES = {130429, 80007, 131056, 4}
 # The request or the recipient can never succeed as it is: window closed, undeliverable, invalid.
-_DEAD_CODES = {131047, 131026, 131051, 131021, 131030, 131008, 131009, 100, 470}
+_DEAD_CODES = {131047, 131026, 131051, 131021, 131030, 131008, 131009, 100, 470, 132000, 132001}
 _TOKEN_CODES = {190, 0, 10, 102, 463, 467}        # OAuth: expired, invalid or missing permission
 _UNAVAILABLE_CODES = {1, 2, 131000, 131016}
 
@@ -53,6 +54,7 @@ class WhatsApp(Messenger):
 
     type = "whatsapp"
     name = "WhatsApp"
+    window_s = 24 * 3600.0
     settings_spec = SettingsSpec("whatsapp", (
         digits_setting("phone_number_id", "the Phone number ID shown in Meta's WhatsApp > API Setup"),
         token_setting("access_token", "a permanent (system user) access token with whatsapp_business_messaging",
@@ -60,7 +62,9 @@ class WhatsApp(Messenger):
         token_setting("app_secret", "the App secret from Meta's App settings > Basic", max_length=256),
         token_setting("verify_token", "the Verify token you type into Meta's webhook configuration",
                       max_length=256),
+        flag_setting("mark_read", "whether a message a process takes is marked as read (blue ticks)"),
     ))
+    secret_shared_by_accounts = True     # the app secret signs every number's notifications
 
     # --- connect --------------------------------------------------------------------------------------
 
@@ -199,6 +203,23 @@ class WhatsApp(Messenger):
                 "action": {"buttons": [{"type": "reply", "reply": {"id": b.id, "title": b.title}} for b in buttons]}}})
         return made if file_call is None else [file_call, *made]
 
+    def read_receipt(self, message: InboundMessage, settings: Mapping[str, Any]) -> OutboundCall | None:
+        """With the channel's ``mark_read`` on: ``{"status": "read", "message_id": <wamid>}``."""
+        if settings.get("mark_read") is not True:
+            return None
+        return OutboundCall("messages", {"messaging_product": "whatsapp", "status": "read",
+                                         "message_id": message.dedup_id})
+
+    def template_call(self, chat_id: str, template: Mapping[str, Any]) -> OutboundCall:
+        """``type: template`` with the template's name, language and its body's text parameters in order
+        (``{{1}}``, ``{{2}}`` ... of the approved template)."""
+        body: dict[str, Any] = {"name": template["name"], "language": {"code": template["language"]}}
+        if template.get("params"):
+            body["components"] = [{"type": "body", "parameters": [{"type": "text", "text": value}
+                                                                  for value in template["params"]]}]
+        return OutboundCall("messages", {"messaging_product": "whatsapp", "recipient_type": "individual",
+                                         "to": chat_id, "type": "template", "template": body})
+
     def request(self, settings: Mapping[str, Any], outbound: OutboundCall, *,
                 api_url: str = DEFAULT_API_URL) -> HttpRequest:
         """The HTTP request for a stored call, with the channel's current number and access token."""
@@ -218,14 +239,23 @@ class WhatsApp(Messenger):
         wamid = as_text(as_dict(next(iter(as_list(answer.get("messages"))), None)).get("id"))
         if not error and 200 <= response.status < 300 and wamid:
             return SendOutcome(SENT, message_id=wamid)
+        if not error and 200 <= response.status < 300 and answer.get("success") is True:
+            return SendOutcome(SENT)                        # a message marked as read
         code = as_int(error.get("code"))
         reason = _reason(error) if error else f"{self.name} answered HTTP {response.status} without a message id."
         if code in _WAIT_CODES:
             wait = response.retry_after_s()
+            if code == PAIR_RATE_CODE:      # too many to this one customer: only this chat waits
+                return SendOutcome(WAIT, reason=reason, wait_s=PAIR_RATE_WAIT_S if wait is None else wait,
+                                   whole_bot=False)
             return SendOutcome(WAIT, reason=reason, wait_s=RATE_LIMIT_WAIT_S if wait is None else wait)
         if code in _DEAD_CODES:
-            return SendOutcome(DEAD, reason=reason)
+            return SendOutcome(DEAD, reason=reason, failure=self.failure_of(code))
         return SendOutcome(RETRY, reason=reason)
+
+    def failure_of(self, error_code: int | None) -> str:
+        """131047: the 24-hour window is closed; 131026: the number cannot receive it; else other."""
+        return {131047: WINDOW_CLOSED, 131026: UNREACHABLE}.get(error_code, OTHER)
 
     def button_refusals(self, buttons: Sequence[Button]) -> list[str]:
         """What WhatsApp cannot carry (refused at deploy): the common rules, more than 3 buttons, a

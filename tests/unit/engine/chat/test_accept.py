@@ -17,7 +17,7 @@ from engine.store.db import db
 from engine.store.models import Channel, Conversation, Delivery, Instance, Job, Message
 from tests.harness import bpmn
 
-TIMES = ("started_at", "last_message_at", "created_at", "run_at")
+TIMES = ("started_at", "last_message_at", "customer_wrote_at", "created_at", "run_at")
 
 
 @pytest.fixture

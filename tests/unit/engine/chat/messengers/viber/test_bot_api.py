@@ -10,7 +10,7 @@ from engine.chat.messengers.protocol import InboundCall
 from engine.chat.messengers.viber.bot_api import (EVENT_TYPES, KEYBOARD_MIN_API_VERSION, WEBHOOK_PATH, Viber,
                                                   channel_key, new_channel_key)
 from engine.chat.messengers.items import DELIVERY_STATUS, IGNORED, REACHABLE, UNREACHABLE
-from engine.chat.messengers.sending import DEAD, RETRY, SENT, Button
+from engine.chat.messengers.sending import DEAD, RETRY, SENT, WAIT, Button
 from engine.errors import BadRequestError, InvalidParamsError, MessengerUnavailableError
 from tests.fakes.server import Reply, encode
 
@@ -240,7 +240,7 @@ def test_buttons_are_a_keyboard_with_min_api_version_on_the_last_part(http, vibe
 @pytest.mark.parametrize("code, message, kind", [
     (6, "receiverNotSubscribed", DEAD), (5, "receiverNotRegistered", DEAD), (11, "receiverNoSuitableDevice", DEAD),
     (3, "badData", DEAD), (2, "invalidAuthToken", RETRY), (10, "webhookNotSet", RETRY),
-    (12, "tooManyRequests", RETRY), (7, "publicAccountBlocked", RETRY), (99, "generalError", RETRY)])
+    (12, "tooManyRequests", WAIT), (7, "publicAccountBlocked", RETRY), (99, "generalError", RETRY)])
 def test_viber_statuses_in_an_http_200_are_read_from_the_body(http, viber_fake, code, message, kind):
     token = viber_fake.add_account()
     viber_fake.fail_next(code, message)
