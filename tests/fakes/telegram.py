@@ -192,12 +192,9 @@ class FakeTelegram(FakeServer):
         if chat_id in self.blocked:
             return error(403, "Forbidden: bot was blocked by the user")
         now = time.time()
-        if self.limiter is not None:
-            per_bot, per_chat, per_group = self.limits
-            chat_rate = per_group if chat_id.startswith("-") else per_chat
-            wait = self.limiter.take([(token, per_bot, per_bot), (f"{token}:{chat_id}", chat_rate, 1.0)], now)
-            if wait is not None:
-                return error(429, f"Too Many Requests: retry after {math.ceil(wait)}", retry_after=math.ceil(wait))
+        refused = self._over_limit(token, chat_id, now)
+        if refused is not None:
+            return refused
         message_id = next(self._ids)
         self.sent.append({**params, "message_id": message_id, "token": token})
         self.sent_times.append(now)
@@ -206,6 +203,17 @@ class FakeTelegram(FakeServer):
         if params.get("reply_markup"):
             result["reply_markup"] = params["reply_markup"]
         return ok(result)
+
+    def _over_limit(self, token: str, chat_id: str, now: float) -> Reply | None:
+        """Telegram's 429 when a message passes the enforced limits (``enforce_limits``), else None."""
+        if self.limiter is None:
+            return None
+        per_bot, per_chat, per_group = self.limits
+        chat_rate = per_group if chat_id.startswith("-") else per_chat
+        wait = self.limiter.take([(token, per_bot, per_bot), (f"{token}:{chat_id}", chat_rate, 1.0)], now)
+        if wait is None:
+            return None
+        return error(429, f"Too Many Requests: retry after {math.ceil(wait)}", retry_after=math.ceil(wait))
 
     def _api_sendPhoto(self, token: str, params: dict[str, Any]) -> Reply:
         return self._send_file(token, params, "photo")
@@ -227,8 +235,13 @@ class FakeTelegram(FakeServer):
             return error(400, "Bad Request: BUTTON_DATA_INVALID")
         if chat_id in self.blocked:
             return error(403, "Forbidden: bot was blocked by the user")
+        now = time.time()
+        refused = self._over_limit(token, chat_id, now)
+        if refused is not None:
+            return refused
         message_id = next(self._ids)
         self.sent.append({**params, "message_id": message_id, "token": token, "text": caption})
+        self.sent_times.append(now)
         return ok({"message_id": message_id, "from": self.bots[token], "date": int(time.time()),
                    "chat": {"id": _int_or_str(chat_id), "type": "private"},
                    field: {"file_id": f"sent-{message_id}"}, **({"caption": caption} if caption else {})})
