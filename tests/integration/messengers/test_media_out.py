@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from tests.harness import RpcError
-from tests.integration.messengers.helpers import deploy_on, eventually, messages_of, new_chat_id
+from tests.integration.messengers.helpers import deploy_on, eventually, messages_of, new_chat_id, new_name
 from tests.integration.messengers.test_telegram_chats import Bot
 from tests.integration.messengers.test_viber import Account, new_user
 from tests.integration.messengers.test_whatsapp import Number, new_wa_id
@@ -142,3 +142,15 @@ def test_with_private_urls_not_allowed_an_attachment_on_a_private_address_fails_
         assert api.call("delivery.list")["items"] == []
     finally:
         guarded.stop()
+
+
+def test_a_web_chat_answer_carries_the_file_as_an_attachment(mapi, receiver):
+    channel = mapi.call("channel.create", type="webchat", name=new_name("site"), webhook_url=receiver.url)
+    deploy_on(mapi, "chat_attachment.bpmn", channel, **attachment("Your invoice", INVOICE, "document"))
+    answer = requests.post(f"{mapi.base_url}/channels/webchat/{channel['config_id']}/inbound",
+                           json={"chat_id": "c-media", "text": "inv-3"}, headers={"X-API-Key": mapi.key}, timeout=10)
+    assert answer.status_code == 202, answer.text
+    [sent] = receiver.wait_for(1)
+    body = sent.json()
+    assert (body["text"], body["attachment"]) == ("Your invoice", {
+        "type": "document", "url": "https://files.example.com/invoices/inv-3.pdf"})
