@@ -67,6 +67,8 @@ _pacing = SendPacing.__table__
 _READ = select(_pacing.c.key, _pacing.c.next_at).where(_pacing.c.key.in_(bindparam("keys", expanding=True)))
 _PRUNE = delete(_pacing).where(_pacing.c.next_at < bindparam("before"))
 PRUNE_CHANCE = 0.002
+_AT_LEAST = (update(_pacing).where(_pacing.c.key == bindparam("the_key"), _pacing.c.next_at < bindparam("at"))
+             .values(next_at=bindparam("at")))
 _SET = update(_pacing).where(_pacing.c.key == bindparam("the_key")).values(next_at=bindparam("at"))
 
 
@@ -116,6 +118,16 @@ class Pacing:
 
     def _reserved(self, slot: datetime, now: datetime) -> Reserved:
         return Reserved(slot, (slot - now).total_seconds() > self.max_sleep_s)
+
+    def sent(self, uow: UnitOfWork, channel_type: str, channel_id: int, chat_id: str | None,
+             attempted_at: datetime) -> None:
+        """In the recording unit of work: the chat's call went out at ``attempted_at``, which a
+        crowded moment may have made later than its slot; the chat's next slot is at least an
+        interval after it (a chat's calls go one after the other, so this is what its limit is about)."""
+        limits = self.limits.get(channel_type)
+        chat = limits.intervals(chat_id)[1] if limits is not None and chat_id is not None else 0.0
+        if chat:
+            uow.run(_AT_LEAST, {"the_key": f"{channel_id}:{chat_id}", "at": attempted_at + timedelta(seconds=chat)})
 
     def slow_down(self, uow: UnitOfWork, channel_type: str, channel_id: int, chat_id: str | None,
                   wait_s: float | None, whole_bot: bool) -> None:

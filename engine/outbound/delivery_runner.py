@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -71,6 +71,7 @@ class Outcome:
     external_id: str | None = None
     failure: str | None = None
     whole_bot: bool = True      # a WAIT that holds every call of the channel (a 429), not only this chat's
+    attempted_at: datetime | None = None    # when a channel call went out (after waiting for its slot)
 
 
 class ChannelCalls(Protocol):
@@ -206,9 +207,10 @@ class DeliveryRunner:
                     wait_s = (call.not_before - utcnow()).total_seconds()
                     if wait_s > 0:
                         time.sleep(wait_s)
+                attempted_at = utcnow()
                 response = self.outbound.request(call.method, call.url, headers=call.headers, body=call.body,
                                                  timeout_s=self.timeout_s)
-                return self.channel_calls.judge(call, response)
+                return replace(self.channel_calls.judge(call, response), attempted_at=attempted_at)
             headers = delivery.request_headers(attempt.uid, attempt.body, attempt.secret)
             response = self.outbound.request("POST", attempt.url, headers=headers, body=attempt.body,
                                              timeout_s=self.timeout_s)

@@ -74,3 +74,15 @@ def test_a_slow_down_without_a_figure_waits_the_messengers_default(ctx, uow, pac
     slot = pacing.reserve(uow, "telegram", bot, "9")
     uow.commit()
     assert seconds(slot.at, before) >= TELEGRAM.slow_down_s * 0.99
+
+
+def test_a_late_call_moves_its_chats_next_slot_after_it(ctx, uow, pacing, bot):
+    slot = pacing.reserve(uow, "telegram", bot, "1")
+    went_out = slot.at + timedelta(seconds=0.6)          # a crowded moment: it went 0.6 s after its slot
+    pacing.sent(uow, "telegram", bot, "1", went_out)
+    following = pacing.reserve(uow, "telegram", bot, "1")
+    pacing.sent(uow, "telegram", bot, "1", following.at - timedelta(seconds=5))   # never moves it back
+    after = pacing.reserve(uow, "telegram", bot, "1")
+    uow.commit()
+    assert seconds(following.at, went_out) == pytest.approx(1.0, abs=1e-3)
+    assert seconds(after.at, following.at) == pytest.approx(1.0, abs=1e-3)
