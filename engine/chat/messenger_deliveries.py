@@ -23,7 +23,8 @@ from engine.chat import reachability
 from engine.chat.messengers.protocol import Messenger
 from engine.chat.messengers.registry import Registry
 from engine import jobs
-from engine.chat.messengers.sending import (BLOCKED, DEAD, FAILURES, OTHER, SENT, UNSUBSCRIBED, WAIT, WINDOW_CLOSED, Button,
+from engine.chat.messengers.sending import (BLOCKED, DEAD, FAILURES, OTHER, SENT, UNREACHABLE, UNSUBSCRIBED, WAIT,
+                                            WINDOW_CLOSED, Button,
                                             Media, OutboundCall)
 from engine.jobs.kinds import MESSAGE
 from engine.errors import InvalidParamsError
@@ -182,7 +183,7 @@ class MessengerCalls:
         unreachable = reachability.reason_for(uow, row.channel_id, chat_id) if chat_id is not None else None
         if unreachable:
             return Outcome(delivery.DEAD, error=f"The customer cannot be reached: {unreachable}.",
-                           failure=UNSUBSCRIBED if "unsubscribed" in unreachable else BLOCKED)
+                           failure=_unreachable_failure(unreachable))
         messenger = self.messengers[channel_type]
         try:
             outbound = OutboundCall.from_json(row.body)
@@ -282,3 +283,11 @@ def tell_process(uow: UnitOfWork, channel_id: int, chat_id: str, error: str | No
         "message": DELIVERY_FAILED, "variables": {"delivery_error": error or "The reply could not be delivered.",
                                                   "delivery_reason": failure if failure in FAILURES else OTHER}})
     return True
+
+
+def _unreachable_failure(reason: str) -> str:
+    """The delivery_reason of a reply to a chat marked unreachable: a customer who unsubscribed or
+    blocked the bot, else the chat is gone for the bot (a Telegram group that removed it)."""
+    if "unsubscribed" in reason:
+        return UNSUBSCRIBED
+    return BLOCKED if "blocked" in reason else UNREACHABLE
