@@ -65,6 +65,7 @@ class Settings:
     telegram_api_url: str = "https://api.telegram.org"              # BATON_TELEGRAM_API_URL
     viber_api_url: str = "https://chatapi.viber.com/pa"             # BATON_VIBER_API_URL
     whatsapp_api_url: str = "https://graph.facebook.com/v21.0"      # BATON_WHATSAPP_API_URL
+    media_max_bytes: int = 20_971_520                               # BATON_MEDIA_MAX_BYTES (GET /v1/media: one file)
     whatsapp_max_body_bytes: int = 3 * 1_048_576                    # BATON_WHATSAPP_MAX_BODY_BYTES (Meta's up to 3 MB)
     # Pacing: messages per second (0: no limit) each messenger is sent, shared by every worker process.
     telegram_per_bot_per_s: float = 30.0                            # BATON_TELEGRAM_PER_BOT_PER_S
@@ -245,7 +246,8 @@ class Baton:
                                  api_key=settings.ai_api_key, timeout_s=settings.ai_timeout_s,
                                  retries=settings.ai_retries)
         script_engine, specs = SandboxScriptEngine(self.sandbox), self.specs
-        runner = Runner(script_engine, specs, advance_contributors(settings.public_url))
+        runner = Runner(script_engine, specs, advance_contributors(settings.public_url),
+                        check_url=self.outbound.check_url)
         handlers = {kind: runner for kind in runner.kinds}
         handlers[TIMER_START] = TimerStartRunner()
         handlers[THROWN] = ThrownRunner()
@@ -386,6 +388,7 @@ def create_app(config: dict | None = None) -> Flask:
 
     from channels.http import register_http
     from channels.messengers import bp as messengers_bp
+    from channels.media import bp as media_bp
     from channels.metrics import bp as metrics_bp
     from channels import request_layer
     from channels.task_callback import bp as task_callback_bp
@@ -405,6 +408,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.register_blueprint(webhook_bp)
     app.register_blueprint(webchat_bp)
     app.register_blueprint(messengers_bp)
+    app.register_blueprint(media_bp)
     app.register_blueprint(task_callback_bp)
     specs = SpecCache()  # parsed specs by definition (never stale): one per process, shared by all
     long_poll = LongPoll(settings.max_long_polls)

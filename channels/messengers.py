@@ -5,7 +5,8 @@ Each call goes to its messenger's ``Messenger`` (``engine.chat.inbound_calls``):
 nothing stored, the same answer whether the channel or the signature is wrong), then parsed and
 taken item by item, and answered ``200 {"ok": true}`` as soon as its items are stored and queued: a
 slow or non-2xx answer makes a messenger send the call again (a retried item is recognised and
-skipped). Viber's check during ``set_webhook`` is answered 200 before anything else, since the
+skipped). Viber's ``conversation_started`` is answered with the channel's welcome message instead,
+which Viber reads from the answer. Viber's check during ``set_webhook`` is answered 200 before anything else, since the
 channel is not stored yet then.
 """
 from __future__ import annotations
@@ -28,15 +29,16 @@ def _take(type_: str) -> Response:
     messenger, units = MESSENGERS[type_], current_app.extensions["baton.units"]
     call = InboundCall(request.args, request.headers, lambda: request.get_data(cache=False))
     uow = units.new("messenger")
+    answer = None
     try:
         for channel, item in inbound_calls.verified_items(uow, messenger, call):
             uow.actor = Actor("channel", channel.name)
-            inbound_calls.take(uow, messenger, channel, item)
+            answer = inbound_calls.take(uow, messenger, channel, item) or answer
             uow.commit()
             uow = units.new("messenger")
     finally:
         uow.rollback()  # what an item raised is undone; a committed unit has nothing to undo
-    return jsonify({"ok": True})
+    return jsonify(answer or {"ok": True})
 
 
 @bp.post("/webhooks/telegram")

@@ -40,8 +40,8 @@ from sqlalchemy import delete, exists, func, or_, select, text, update
 from engine import jobs
 from engine.jobs.kinds import OPERATOR, RETENTION, THROWN
 from engine.store.db import utcnow
-from engine.store.models import (AiDialog, Conversation, Delivery, EventSubscription, ExternalTask, HistoryEvent,
-                                 IdempotencyRecord, InboundReceipt, Instance, Job, Message, Task, Tenant,
+from engine.store.models import (AiDialog, ChatAttachment, Conversation, Delivery, EventSubscription, ExternalTask,
+                                 HistoryEvent, IdempotencyRecord, InboundReceipt, Instance, Job, Message, Task, Tenant,
                                  WebhookRoute)
 from engine.store.unit_of_work import UnitOfWork
 from engine.telemetry import metrics
@@ -53,7 +53,7 @@ IDEMPOTENCY_WINDOW = timedelta(hours=24)  # the contract's replay window (§4.1)
 RECEIPT_MIN_AGE = timedelta(days=7)       # WhatsApp retries an undelivered notification for up to 7 days
 # Every table retention removes rows from, in the order the command prints them.
 TABLES = ("instances", "tasks", "external_tasks", "event_subscriptions", "jobs", "history_events", "ai_dialogs",
-          "conversations", "messages", "deliveries", "idempotency_records", "inbound_receipts")
+          "conversations", "messages", "attachments", "deliveries", "idempotency_records", "inbound_receipts")
 _SCHEDULE_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:namespace AS integer), 0)")
 _LOCK_NAMESPACE = 0x4252544E  # "BRTN"
 
@@ -160,6 +160,7 @@ def _instances_batch(uow: UnitOfWork, tenant_id: int, cutoff: datetime, now: dat
 
     if chats:
         remove("messages", delete(Message).where(Message.conversation_id.in_(chats)))
+        remove("attachments", delete(ChatAttachment).where(ChatAttachment.conversation_id.in_(chats)))
     remove("ai_dialogs", delete(AiDialog).where(
         or_(AiDialog.instance_id.in_(ids), AiDialog.conversation_id.in_(chats)) if chats
         else AiDialog.instance_id.in_(ids)))

@@ -5,9 +5,11 @@ PUT, PATCH, DELETE, HEAD; default POST with a body, else GET), ``body`` (a templ
 (a JSON object of header name -> template), ``result_variable`` (a variable name), ``timeout_s``
 (seconds, 1 to 60) and ``retries`` (0 to 10). Deploy never fetches the URL.
 
-``send_message``: ``text`` (a template, required; sent to the instance's conversation) and
+``send_message``: ``text`` (a template, required; sent to the instance's conversation),
 ``buttons`` (``id:Title, ...`` or ``Title, ...``: at most 100, ids and titles non-empty and unique;
-what a messenger can carry is checked when the process is bound to its channel, engine.definitions).
+what a messenger can carry is checked when the process is bound to its channel, engine.definitions)
+and a file: ``attachment_url`` (a template), ``attachment_type`` (image, document) and
+``attachment_size`` (bytes, a template; Viber's documents need it).
 
 ``ai_chat``: ``prompt`` (a template: the system prompt), ``knowledge`` (text, at most 200,000
 characters), ``model`` (a model name at the configured endpoint, or ``builtin``), ``max_turns``
@@ -74,7 +76,33 @@ def check_send_message(element, properties: dict[str, str], issues: Issues) -> N
         if problem:
             refuse("buttons", f"buttons '{properties['buttons'][:200]}': {problem} Write them as "
                               "'id:Title, id2:Title 2' or 'Title, Title 2'.")
+    _check_attachment(properties, refuse)
     _check_message_template(properties, refuse)
+
+
+ATTACHMENT_TYPES = ("image", "document")
+
+
+def _check_attachment(properties: dict[str, str], refuse) -> None:
+    """``attachment_url`` (a template; written out, an http(s) URL) needs ``attachment_type`` (image or
+    document); ``attachment_size`` (a template; written out, a number of bytes) goes with them."""
+    url = (properties.get("attachment_url") or "").strip()
+    kind = properties.get("attachment_type")
+    size = properties.get("attachment_size")
+    if not url:
+        for name in ("attachment_type", "attachment_size"):
+            if properties.get(name) is not None:
+                refuse(name, f"{name} needs an 'attachment_url' (the file's http(s) URL).")
+        return
+    _check_template(url, "attachment_url", refuse)
+    if "{{" not in url and not _is_http_url(url):
+        refuse("attachment_url", f"attachment_url '{url[:200]}' must be an http:// or https:// URL.")
+    if kind not in ATTACHMENT_TYPES:
+        refuse("attachment_type", f"attachment_type must be {' or '.join(ATTACHMENT_TYPES)}, not '{kind or ''}'.")
+    if size is not None:
+        _check_template(size, "attachment_size", refuse)
+        if "{{" not in size and not (size.strip().isascii() and size.strip().isdigit() and int(size) > 0):
+            refuse("attachment_size", f"attachment_size '{size[:50]}' must be a number of bytes.")
 
 
 def _check_message_template(properties: dict[str, str], refuse) -> None:

@@ -40,7 +40,7 @@ from engine.errors import (BpmnValidationError, ConflictError, InvalidParamsErro
                            NotFoundError)
 from engine.outbound import OutboundHttp
 from engine.store.db import iso, utcnow
-from engine.store.models import (Channel, Conversation, Definition, Delivery, InboundReceipt, Message,
+from engine.store.models import (Channel, ChatAttachment, Conversation, Definition, Delivery, InboundReceipt, Message,
                                  UnreachableChat)
 from engine.store.paging import page_of
 from engine.store.unit_of_work import Then, UnitOfWork
@@ -336,6 +336,7 @@ def delete_channel(uow: UnitOfWork, tenant_id: int, config_id: int) -> dict[str,
             "enabled": channel.enabled}
     of_channel = select(Conversation.id).where(Conversation.channel_id == channel.id)
     uow.execute(delete(Message).where(Message.conversation_id.in_(of_channel)))
+    uow.execute(delete(ChatAttachment).where(ChatAttachment.channel_id == channel.id))
     uow.execute(delete(Conversation).where(Conversation.channel_id == channel.id))
     uow.execute(update(Delivery).where(Delivery.channel_id == channel.id).values(channel_id=None))
     uow.execute(delete(InboundReceipt).where(InboundReceipt.channel_id == channel.id))

@@ -16,6 +16,7 @@ their jobs and their commits in one order, and the instance's jobs run in that o
 """
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -34,6 +35,8 @@ from engine.store.db import iso, utcnow
 from engine.store.models import Channel, Conversation, Delivery, Instance, Message
 from engine.store.paging import page_of
 from engine.store.unit_of_work import UnitOfWork
+
+log = logging.getLogger("baton.conversations")
 
 SEND_PERMISSION = "conversation.send"
 DELIVERY_STATES = ("queued", "sent", "dead")
@@ -223,6 +226,21 @@ def _variables(channel, conversation: _Chat, arrival: Arrival) -> dict[str, Any]
     return {"message_text": arrival.text, "external_username": conversation.external_username,
             "external_user_id": conversation.external_user_id, "channel": channel.type,
             "chat_id": conversation.chat_id, "binding_id": conversation.id, **arrival.extras}
+
+
+def move_chat(uow: UnitOfWork, channel_id: int, chat_id: str, new_chat_id: str) -> None:
+    """The chat has a new id (a Telegram group that became a supergroup): its active conversation
+    follows it, so the process goes on talking to the same people. Left where it is when the new
+    chat already has a conversation of its own."""
+    try:
+        with uow.savepoint():
+            uow.execute(update(Conversation).where(
+                Conversation.channel_id == channel_id, Conversation.chat_id == chat_id,
+                Conversation.status == "active").values(chat_id=new_chat_id)
+                .execution_options(synchronize_session=False))
+    except IntegrityError:
+        log.warning("channel %s: chat %s moved to %s, which has a conversation already", channel_id, chat_id,
+                    new_chat_id)
 
 
 def _get(uow: UnitOfWork, tenant_id: int, binding_id: int, *, lock: bool = False) -> Conversation:

@@ -7,20 +7,25 @@ Verification comes first and is the messenger's own (Telegram's secret token, Vi
 HMAC of the raw body), in constant time; a call that fails it, or names no channel Baton has, gets
 the same 401, so an answer never tells which channels exist. Then each item: a customer message
 goes through ``conversations.accept`` like a web-chat message (its messenger id deduplicated in
-the same transaction); a delivery status updates the delivery it names; a customer who blocked the
-bot or unsubscribed makes the chat unreachable; everything else is acknowledged only.
+the same transaction; its files get Baton's ids, ``media``); a pressed button is answered in every
+case and taken only when it is on the current keyboard (``button_presses``); a delivery status
+updates the delivery it names; a customer who blocked the bot or unsubscribed, or a group that
+removed it, makes the chat unreachable; a chat with a new id (a Telegram supergroup) keeps its
+conversation; everything else is acknowledged only, but for what the messenger reads from the answer
+(Viber's welcome message).
 """
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
-from engine.chat import conversations, messenger_deliveries, reachability, receipts
-from engine.chat.messengers.items import (DELIVERY_STATUS, NO_SECRET, REACHABLE, UNREACHABLE, InboundEvent,
+from engine.chat import button_presses, conversations, media, messenger_deliveries, reachability, receipts
+from engine.chat.messengers.items import (DELIVERY_STATUS, MOVED, NO_SECRET, REACHABLE, UNREACHABLE, InboundEvent,
                                           InboundItem, InboundMessage)
 from engine.chat.messengers.protocol import InboundCall, Messenger
 from engine.errors import ConflictError, UnauthorizedError
@@ -105,36 +110,60 @@ def handshake(uow: UnitOfWork, messenger: Messenger, query: Mapping[str, str]) -
 
 # --- taking the items -------------------------------------------------------------------------------
 
-def take(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundItem) -> None:
+def take(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundItem) -> dict[str, Any] | None:
     """Take one item in the unit of work (each item has its own: a retried call finds the ones taken
-    before and skips them)."""
+    before and skips them); what to answer the call with when the messenger reads the answer
+    (``Messenger.answer_body``: Viber's welcome message), else None."""
     if isinstance(item, InboundMessage):
         _message(uow, messenger, channel, item)
-    else:
-        _event(uow, messenger, channel, item)
+        return None
+    _event(uow, messenger, channel, item)
+    return messenger.answer_body(item, channel.settings or {}) if channel.enabled else None
 
 
 def _message(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundMessage) -> None:
     if not channel.enabled:      # disabled: acknowledged and dropped (its webhook is being removed)
         return
+    if item.callback_query_id is not None:
+        _press(uow, messenger, channel, item)
+    else:
+        _accept(uow, messenger, channel, item, _receipt_id(messenger, channel, item.dedup_id))
+
+
+def _press(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundMessage) -> None:
+    """A pressed button (Telegram's callback_query): answered in every case, taken only when it is on
+    the conversation's current keyboard (``button_presses``), once however often it is sent."""
+    if not _first_receipt(uow, channel, _receipt_id(messenger, channel, item.dedup_id), "message"):
+        return
+    refusal = button_presses.refusal(uow, channel.id, item.chat_id, item.pressed_on)
+    if refusal is None:
+        _accept(uow, messenger, channel, item, None)
+    answer = messenger.button_answer(item, refusal)
+    if answer is not None:
+        messenger_deliveries.queue_button_answer(uow, channel.tenant_id, channel.id, messenger, answer,
+                                                 item.callback_query_id)
+
+
+def _accept(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: InboundMessage,
+            dedup_id: str | None) -> None:
     channel_id, tenant_id = channel.id, channel.tenant_id
+    item = replace(item, attachments=media.with_ids(item.attachments))
     variables = item.variables()
-    button_answer = messenger.button_answer(item)
     read_receipt = messenger.read_receipt(item, channel.settings or {})
 
-    def also(uow: UnitOfWork, _conversation) -> None:
+    def also(uow: UnitOfWork, conversation) -> None:
         reachability.clear(uow, channel_id, item.chat_id)       # writing again: the customer is back
-        if button_answer is not None:
-            messenger_deliveries.queue_button_answer(uow, tenant_id, channel_id, messenger, button_answer,
-                                                     item.callback_query_id)
+        media.record(uow, tenant_id, channel_id, conversation.id, item.attachments)
         if read_receipt is not None:  # the process took it (a message no process takes is not marked)
             messenger_deliveries.queue_read_receipt(uow, tenant_id, channel_id, messenger, read_receipt,
                                                     item.dedup_id)
 
+    # In a group the chat is the group and the sender is who wrote (external_user_id).
     arrival = conversations.Arrival(
-        chat_id=item.chat_id, text=item.text, user_id=item.chat_id, username=item.display_name,
-        extras={key: variables[key] for key in ("message_type", "attachments", "button_id")},
-        dedup_id=_receipt_id(messenger, channel, item.dedup_id), also=also)
+        chat_id=item.chat_id, text=item.text, user_id=item.user_id, username=item.display_name,
+        extras={key: variables[key] for key in ("message_type", "attachments", "button_id", "context")
+                if key in variables},
+        dedup_id=dedup_id, also=also)
     try:
         with uow.savepoint():
             conversations.accept(uow, channel, arrival)
@@ -142,18 +171,26 @@ def _message(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, item: I
         _note_error(uow, channel_id, error.message)
 
 
+def _first_receipt(uow: UnitOfWork, channel: ChannelRow, dedup_id: str | None, kind: str) -> bool:
+    """Record that an item was taken; False when it was before (a retried call)."""
+    if dedup_id is None:
+        return True
+    if receipts.taken(uow, channel.id, dedup_id):
+        return False
+    try:
+        with uow.savepoint():
+            receipts.take(uow, channel.tenant_id, channel.id, dedup_id, kind)
+    except IntegrityError:       # the same item, taken by a concurrent retry of the call
+        return False
+    return True
+
+
 def _event(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, event: InboundEvent) -> None:
-    if event.kind not in (DELIVERY_STATUS, UNREACHABLE, REACHABLE):
-        return                       # acknowledged only: edits, webhook checks, reactions, ...
+    if event.kind not in (DELIVERY_STATUS, UNREACHABLE, REACHABLE, MOVED):
+        return                       # acknowledged only: edits, service messages, webhook checks, ...
     dedup_id = _receipt_id(messenger, channel, event.dedup_id) if event.dedup_id else None
-    if dedup_id is not None:
-        if receipts.taken(uow, channel.id, dedup_id):
-            return
-        try:
-            with uow.savepoint():
-                receipts.take(uow, channel.tenant_id, channel.id, dedup_id, event.event)
-        except IntegrityError:       # the same event, taken by a concurrent retry of the call
-            return
+    if not _first_receipt(uow, channel, dedup_id, event.event):
+        return
     if event.kind == DELIVERY_STATUS and event.message_id and event.status in delivery.RECEIPTS:
         was_sent = event.status == "failed" and _sent_reply(uow, channel.id, event.message_id)
         delivery.record_receipt(uow, channel.id, event.message_id, event.status, event.reason)
@@ -167,6 +204,8 @@ def _event(uow: UnitOfWork, messenger: Messenger, channel: ChannelRow, event: In
         delivery.wake_key(uow, channel.tenant_id, messenger_deliveries.chat_key(channel.id, event.chat_id))
     elif event.kind == REACHABLE and event.chat_id:
         reachability.clear(uow, channel.id, event.chat_id)
+    elif event.kind == MOVED and event.chat_id and event.new_chat_id:
+        conversations.move_chat(uow, channel.id, event.chat_id, event.new_chat_id)
 
 
 _SENT_REPLY = select(Delivery.ordering_key).where(

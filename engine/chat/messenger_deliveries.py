@@ -23,8 +23,9 @@ from engine.chat import reachability
 from engine.chat.messengers.protocol import Messenger
 from engine.chat.messengers.registry import Registry
 from engine import jobs
-from engine.chat.messengers.sending import (BLOCKED, DEAD, FAILURES, OTHER, SENT, UNSUBSCRIBED, WAIT, WINDOW_CLOSED, Button,
-                                            OutboundCall)
+from engine.chat.messengers.sending import (BLOCKED, DEAD, FAILURES, OTHER, SENT, UNREACHABLE, UNSUBSCRIBED, WAIT,
+                                            WINDOW_CLOSED, Button,
+                                            Media, OutboundCall)
 from engine.jobs.kinds import MESSAGE
 from engine.errors import InvalidParamsError
 from engine.outbound import delivery
@@ -55,35 +56,44 @@ def as_buttons(buttons: Sequence[Mapping[str, str]]) -> list[Button]:
 
 
 def deploy_refusals(task_specs, messenger: Messenger) -> list[dict]:
-    """For a process bound to a messenger's channel: every send_message task whose buttons that
-    messenger cannot carry, as deploy's ``{element_id, line, message}`` entries."""
+    """For a process bound to a messenger's channel: every send_message task whose buttons or file
+    that messenger cannot carry, as deploy's ``{element_id, line, message}`` entries."""
     refusals = []
     for spec in task_specs:
         if operator_of(spec) != SEND_MESSAGE:
             continue
-        buttons = read_message_buttons(spec.extensions.get("properties", {}))
+        properties = spec.extensions.get("properties", {})
+        buttons = read_message_buttons(properties)
         problems = messenger.button_refusals(as_buttons(buttons)) if buttons else []
         if problems:
             refusals.append({"element_id": spec.bpmn_id, "line": None,
                              "message": f"send_message '{spec.bpmn_id}' has buttons a {messenger.type} channel cannot "
                                         f"carry: {' '.join(problems)}"})
+        problems = messenger.attachment_refusals(properties.get("attachment_type") or "",
+                                                 bool(properties.get("attachment_size"))) \
+            if properties.get("attachment_url") else []
+        if problems:
+            refusals.append({"element_id": spec.bpmn_id, "line": None,
+                             "message": f"send_message '{spec.bpmn_id}' has a file a {messenger.type} channel cannot "
+                                        f"send: {' '.join(problems)}"})
     return refusals
 
 
 def queue_reply(uow: UnitOfWork, tenant_id: int, channel_id: int, messenger: Messenger, chat_id: str, text: str | None,
-                buttons: Sequence[Mapping[str, str]] = (), template: Mapping[str, Any] | None = None) -> delivery.Queued:
+                buttons: Sequence[Mapping[str, str]] = (), template: Mapping[str, Any] | None = None,
+                media: Media | None = None) -> delivery.Queued:
     """In the caller's transaction: one delivery per API call of the reply, in order; returns the last.
     InvalidParamsError when the messenger cannot carry it (an empty text, buttons over its limits).
 
     ``template`` (checked: ``checked_template``), for a messenger with a customer-service window
     (WhatsApp): what goes instead of the reply when the window is closed at the moment it is sent
     (kept with the last call; the earlier parts are then skipped). Without a text, the template is
-    the reply, sent whether the window is open or not."""
+    the reply, sent whether the window is open or not. ``media``: a file sent with the text."""
     instead = messenger.template_call(chat_id, template) if template is not None else None
     key = chat_key(channel_id, chat_id)
     if text is None and instead is not None:
         return queue_call(uow, tenant_id, channel_id, messenger.type, instead, key, MESSAGE_EVENT)
-    calls = messenger.calls(chat_id, text, as_buttons(buttons))
+    calls = messenger.calls(chat_id, text, as_buttons(buttons), media)
     last = None
     for number, call in enumerate(calls, start=1):
         closed = None if instead is None else (instead.to_dict() if number == len(calls) else SKIP)
@@ -173,7 +183,7 @@ class MessengerCalls:
         unreachable = reachability.reason_for(uow, row.channel_id, chat_id) if chat_id is not None else None
         if unreachable:
             return Outcome(delivery.DEAD, error=f"The customer cannot be reached: {unreachable}.",
-                           failure=UNSUBSCRIBED if "unsubscribed" in unreachable else BLOCKED)
+                           failure=_unreachable_failure(unreachable))
         messenger = self.messengers[channel_type]
         try:
             outbound = OutboundCall.from_json(row.body)
@@ -273,3 +283,11 @@ def tell_process(uow: UnitOfWork, channel_id: int, chat_id: str, error: str | No
         "message": DELIVERY_FAILED, "variables": {"delivery_error": error or "The reply could not be delivered.",
                                                   "delivery_reason": failure if failure in FAILURES else OTHER}})
     return True
+
+
+def _unreachable_failure(reason: str) -> str:
+    """The delivery_reason of a reply to a chat marked unreachable: a customer who unsubscribed or
+    blocked the bot, else the chat is gone for the bot (a Telegram group that removed it)."""
+    if "unsubscribed" in reason:
+        return UNSUBSCRIBED
+    return BLOCKED if "blocked" in reason else UNREACHABLE

@@ -11,11 +11,16 @@ of an instance that ended.
 step and ``conversation.send``): the message row and its delivery in the caller's transaction,
 after locking the conversation row, so the messages of one chat are numbered, committed and
 delivered in one order. A web-chat answer is one signed POST; a messenger answer is one delivery
-per API call (``messenger_deliveries``). A send_message task's ``buttons`` go with its text.
+per API call (``messenger_deliveries``). A send_message task's ``buttons`` go with its text, and
+so does its file (``attachment_url``, rendered, http(s) and let through by the SSRF guard, else
+the task fails before anything is stored).
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
+from urllib.parse import urlsplit
 
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import bindparam, insert, select, update
@@ -26,14 +31,21 @@ from bpmn.profile import read_message_buttons, read_message_template
 from engine.chat import messenger_deliveries
 from engine.chat.channel_configs import TYPES as CHANNEL_TRIGGERS
 from engine.chat.messengers.registry import MESSENGERS
-from engine.errors import InvalidParamsError, OperatorError, ScriptError
+from engine.chat.messengers.sending import ATTACHMENT_TYPES, Media
+from engine.errors import InvalidParamsError, OperatorError, OutboundRefusedError, ScriptError
 from engine.outbound import delivery
+from engine.outbound.guard import checked_host
 from engine.store.db import utcnow
 from engine.store.models import Channel, Conversation, Message
 from engine.store.unit_of_work import UnitOfWork
 
 MAX_TEXT = 10_000
+MAX_ATTACHMENT_URL = 2048
 MAX_MESSAGES_PER_ADVANCE = 100
+
+
+# Without a configured client: an attachment URL must be public (BATON_ALLOW_PRIVATE_URLS off).
+public_only = partial(checked_host, allow_private=False)
 
 
 @dataclass(frozen=True)
@@ -74,7 +86,7 @@ def active_conversation(uow: UnitOfWork, instance_id: int) -> ActiveConversation
 
 def record_outgoing(uow: UnitOfWork, conversation: ActiveConversation, text: str | None, author: str,
                     reply_to: int | None = None, buttons: list[dict[str, str]] | None = None,
-                    template: dict | None = None) -> int:
+                    template: dict | None = None, media: Media | None = None) -> int:
     """Store an outgoing message and queue its delivery (or a messenger's deliveries) in the caller's
     transaction; the conversation's row is locked first (its ``last_message_at`` is updated). The
     message's id. ``template`` (checked): what a messenger with a customer-service window sends
@@ -88,17 +100,22 @@ def record_outgoing(uow: UnitOfWork, conversation: ActiveConversation, text: str
     if messenger is None or messenger.window_s is None:
         template = None              # only a messenger with a window has templates (WhatsApp)
     content = {key: value for key, value in (("buttons", buttons), ("template", template)) if value} or None
+    if media is not None:
+        content = {**(content or {}), "attachment": {"type": media.type, "url": media.url}}
     if text is None:
         text = f"(template {template['name']})" if template else ""
         queued = messenger_deliveries.queue_reply(uow, conversation.tenant_id, conversation.channel_id, messenger,
                                                   conversation.chat_id, None, (), template)
     elif messenger is not None:
         queued = messenger_deliveries.queue_reply(uow, conversation.tenant_id, conversation.channel_id, messenger,
-                                                  conversation.chat_id, text, buttons or (), template)
+                                                  conversation.chat_id, text, buttons or (), template, media)
     else:
+        payload = delivery.message_payload(conversation.chat_id, text, now, buttons)
+        if media is not None:
+            payload["attachment"] = {"type": media.type, "url": media.url}
         queued = delivery.queue(
             uow, conversation.tenant_id, url=channel.webhook_url,
-            payload=delivery.message_payload(conversation.chat_id, text, now, buttons),
+            payload=payload,
             secret=channel.webhook_secret,
             ordering_key=messenger_deliveries.chat_key(conversation.channel_id, conversation.chat_id),
             channel_id=conversation.channel_id)
@@ -139,17 +156,21 @@ class Outbox:
     sandbox: object
     conversation: ActiveConversation | None
     has_ai_steps: bool = False
+    check_url: Callable[[str], object] = public_only
     texts: list[str] = field(default_factory=list)
     buttons: list[list[dict[str, str]]] = field(default_factory=list)   # each text's buttons
+    media: list[Media | None] = field(default_factory=list)             # each text's file
     templates: list[dict | None] = field(default_factory=list)          # each text's template (WhatsApp)
     dialogs: dict = field(default_factory=dict)  # ready ai_chat steps (engine.ai_chat.ready_dialogs)
 
     @classmethod
-    def for_instance(cls, uow: UnitOfWork, instance_id: int, specs: tuple, sandbox) -> "Outbox | None":
-        """Inside the load transaction; None when the process has no send_message or ai_chat task."""
+    def for_instance(cls, uow: UnitOfWork, instance_id: int, specs: tuple, sandbox,
+                     check_url: Callable[[str], object] = public_only) -> "Outbox | None":
+        """Inside the load transaction; None when the process has no send_message or ai_chat task.
+        ``check_url`` is the SSRF guard's check of an attachment URL (OutboundRefusedError)."""
         if not talks(specs):
             return None
-        return cls(sandbox, active_conversation(uow, instance_id), has_ai_steps(specs))
+        return cls(sandbox, active_conversation(uow, instance_id), has_ai_steps(specs), check_url)
 
     def run_ready(self, workflow) -> bool:
         """Send and complete every READY send_message task; False when there was none."""
@@ -193,6 +214,12 @@ class Outbox:
             if refusals:
                 raise fail(f"send_message '{element_id}' has buttons {channel_type} cannot carry: "
                            f"{' '.join(refusals)}")
+        media = self._media(task, fail)
+        if media is not None and messenger is not None:
+            try:
+                messenger.calls(self.conversation.chat_id, text, messenger_deliveries.as_buttons(buttons), media)
+            except InvalidParamsError as error:
+                raise fail(f"send_message '{element_id}' cannot be sent to {channel_type}: {error.message}") from None
         template = read_message_template(task.task_spec.extensions.get("properties", {}))
         if template is not None and messenger is not None and messenger.window_s is not None:
             template = self._rendered_template(template, task, fail)
@@ -200,8 +227,38 @@ class Outbox:
             template = None          # a template is WhatsApp's: other channels send the text
         self.texts.append(text)
         self.buttons.append(buttons)
+        self.media.append(media)
         self.templates.append(template)
         task.run()
+
+    def _media(self, task, fail: Callable[[str], OperatorError]) -> Media | None:
+        """The task's file (``attachment_url``, rendered, ``attachment_type``, ``attachment_size``):
+        an http(s) URL the SSRF guard lets through, else the task fails and nothing is sent."""
+        properties = task.task_spec.extensions.get("properties", {})
+        template, element_id = properties.get("attachment_url"), task.task_spec.bpmn_id
+        if not template:
+            return None
+        where = f"The attachment_url of send_message '{element_id}'"
+        try:
+            url = self.sandbox.render(template, dict(task.data)).strip()
+            size = self.sandbox.render(properties["attachment_size"], dict(task.data)).strip() \
+                if properties.get("attachment_size") else None
+        except ScriptError as exc:
+            raise fail(f"{where} could not be rendered: {exc.message}") from None
+        kind = properties.get("attachment_type")
+        if kind not in ATTACHMENT_TYPES:
+            raise fail(f"send_message '{element_id}' needs an attachment_type of {' or '.join(ATTACHMENT_TYPES)}.")
+        if len(url) > MAX_ATTACHMENT_URL or urlsplit(url).scheme.lower() not in ("http", "https"):
+            raise fail(f"{where} must be an http:// or https:// URL of at most {MAX_ATTACHMENT_URL} characters, "
+                       f"not '{url[:200]}'; nothing was sent.")
+        try:
+            self.check_url(url)
+        except OutboundRefusedError as error:
+            raise fail(f"{where} is refused: {error.message} Nothing was sent.") from None
+        if size is not None and not (size.isascii() and size.isdigit() and 0 < int(size) < 2**53):
+            raise fail(f"The attachment_size of send_message '{element_id}' must be a number of bytes, not "
+                       f"'{size[:50]}'.")
+        return Media(kind, url, int(size) if size is not None else None)
 
     def _rendered_template(self, template: dict, task, fail) -> dict:
         """The step's template with each of its ``template_params`` rendered against the task's data."""
@@ -235,8 +292,9 @@ def settle(uow: UnitOfWork, instance_id: int, status: str, outbox: Outbox | None
     """In the runner's save transaction: store what the advance sent; close an ended instance's chat
     (no statement at all for a process no channel starts: the hot path of webhook and RPC starts)."""
     if outbox is not None and outbox.texts:
-        for text, buttons, template in zip(outbox.texts, outbox.buttons, outbox.templates):
-            record_outgoing(uow, outbox.conversation, text, "process", buttons=buttons, template=template)
+        for text, buttons, template, media in zip(outbox.texts, outbox.buttons, outbox.templates, outbox.media):
+            record_outgoing(uow, outbox.conversation, text, "process", buttons=buttons, template=template,
+                            media=media)
     if _closes_chat(status, specs):
         close_for_instance(uow, instance_id)
 

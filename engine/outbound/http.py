@@ -85,6 +85,57 @@ class OutboundResponse:
         return min(max(0.0, seconds), MAX_RETRY_AFTER_S) if math.isfinite(seconds) else None
 
 
+class OutboundStream:
+    """An answer not read yet (``OutboundHttp.stream``): its status and headers, then its body in
+    chunks, cut off with OutboundError past ``max_bytes`` or the deadline."""
+
+    def __init__(self, status: int, headers: Mapping[str, str], response: requests.Response, deadline: float,
+                 where: str, max_bytes: int):
+        self.status, self.headers = status, headers
+        self._response, self._deadline, self._where, self.max_bytes = response, deadline, where, max_bytes
+
+    @property
+    def declared_size(self) -> int | None:
+        length = (self.headers.get("Content-Length") or "").strip()
+        return int(length) if length.isascii() and length.isdigit() else None
+
+    def too_large(self) -> OutboundError:
+        return OutboundError(f"Outbound call to {self._where} failed: the response is larger than "
+                             f"{self.max_bytes} bytes.")
+
+    def read(self) -> bytes:
+        """The whole body (an error answer's, say), within the limit."""
+        return b"".join(self.chunks())
+
+    def chunks(self):
+        size = 0
+        try:
+            while True:
+                if time.monotonic() > self._deadline:
+                    raise OutboundError(f"Outbound call to {self._where} failed: timed out while reading "
+                                        "the response.")
+                chunk = self._response.raw.read1(_READ_CHUNK, decode_content=True)
+                if not chunk:
+                    return
+                size += len(chunk)
+                if size > self.max_bytes:
+                    raise self.too_large()
+                yield chunk
+        except OutboundError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise OutboundError(f"Outbound call to {self._where} failed: {_describe(exc)}.") from None
+
+    def close(self) -> None:
+        self._response.close()
+
+    def __enter__(self) -> OutboundStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 # --- the client -----------------------------------------------------------------------------------
 
 class OutboundHttp:
@@ -131,6 +182,29 @@ class OutboundHttp:
 
         Raises OutboundRefusedError (URL or resolved address not allowed) or OutboundError
         (name resolution, connection, TLS, timeout, response too large); any status is returned."""
+        response, started, deadline, where = self._send(method, url, headers, body, timeout_s)
+        try:
+            content = self._read_body(response, deadline, where)
+        finally:
+            response.close()
+        return OutboundResponse(status=response.status_code, headers=response.headers,
+                                body=content, elapsed_s=time.monotonic() - started)
+
+    def stream(self, method: str, url: str, *, headers: Mapping[str, str] | None = None,
+               timeout_s: float | None = None, max_bytes: int) -> OutboundStream:
+        """Send one request and hand back its answer unread, to be passed on in chunks of at most
+        ``max_bytes`` in all (a file fetched for a caller). Close it (``with``) when done. Errors as
+        ``request``; an answer that says it is larger than ``max_bytes`` is OutboundError at once."""
+        response, _started, deadline, where = self._send(method, url, headers, None, timeout_s,
+                                                         accept_encoding="identity")
+        stream = OutboundStream(response.status_code, response.headers, response, deadline, where, max_bytes)
+        if stream.declared_size is not None and stream.declared_size > max_bytes and response.status_code < 300:
+            stream.close()
+            raise stream.too_large()
+        return stream
+
+    def _send(self, method: str, url: str, headers: Mapping[str, str] | None, body: bytes | None,
+              timeout_s: float | None, accept_encoding: str = "gzip, deflate"):
         host, port = self._checked(url)
         if not isinstance(method, str) or not _METHOD.match(method.upper()):
             raise refused("the HTTP method is not valid", "request")
@@ -139,7 +213,7 @@ class OutboundHttp:
         if body is not None and not isinstance(body, (bytes, bytearray, memoryview)):
             raise TypeError("body must be bytes")
         merged = CaseInsensitiveDict({"User-Agent": self.user_agent, "Accept": "*/*",
-                                      "Accept-Encoding": "gzip, deflate"})
+                                      "Accept-Encoding": accept_encoding})
         merged.update(headers or {})
         started = time.monotonic()
         try:
@@ -156,12 +230,7 @@ class OutboundHttp:
             raise
         except Exception as exc:  # noqa: BLE001 - every transport failure is one short error
             raise OutboundError(f"Outbound call to {where} failed: {_describe(exc)}.") from None
-        try:
-            content = self._read_body(response, started + timeout, where)
-        finally:
-            response.close()
-        return OutboundResponse(status=response.status_code, headers=response.headers,
-                                body=content, elapsed_s=time.monotonic() - started)
+        return response, started, started + timeout, where
 
     def _read_body(self, response: requests.Response, deadline: float, where: str) -> bytes:
         limit = self.max_response_bytes

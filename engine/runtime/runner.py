@@ -20,7 +20,7 @@ import logging
 import time
 from dataclasses import dataclass
 from functools import partial
-from typing import Sequence
+from typing import Callable, Sequence
 
 from sqlalchemy import bindparam, select, update
 
@@ -62,8 +62,10 @@ class Batch:
 class Runner:
     """Job handler of every instance job kind (``engine.jobs.kinds.INSTANCE_KINDS``)."""
 
-    def __init__(self, script_engine, spec_cache: workflows.SpecCache, contributors: Sequence[Contributor]):
+    def __init__(self, script_engine, spec_cache: workflows.SpecCache, contributors: Sequence[Contributor],
+                 check_url: Callable[[str], object] | None = None):
         self.script_engine = script_engine
+        self.check_url = check_url or chat_outbox.public_only
         self.specs = spec_cache
         self.contributors = tuple(contributors)
         self.events = Events(script_engine)
@@ -90,7 +92,8 @@ class Runner:
         except CallActivityError as exc:
             self._fail_unchanged(uow, job, worker_id, row, exc.message)
             return
-        outbox = chat_outbox.Outbox.for_instance(uow, job.instance_id, specs, self.script_engine.sandbox)
+        outbox = chat_outbox.Outbox.for_instance(uow, job.instance_id, specs, self.script_engine.sandbox,
+                                                 self.check_url)
         if outbox is not None and job.instance_row is not None:
             # A talking process reads its conversation and its row in one transaction.
             row = _load(uow, job)

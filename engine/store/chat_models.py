@@ -167,6 +167,25 @@ class UnreachableChat(db.Model):
     since: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+class ChatAttachment(db.Model):
+    """A file a customer sent through a messenger: ``id`` is what the message and the ``attachments``
+    variable name it by (``GET /v1/media/{binding_id}/{id}``); ``source`` is the messenger's own
+    reference (Telegram and WhatsApp a file / media id, Viber a URL), never shown."""
+
+    __tablename__ = "chat_attachments"
+    __table_args__ = (Index("ix_chat_attachments_conversation_id", "conversation_id"),)
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[int] = mapped_column(ForeignKey("tenants.id"))
+    channel_id: Mapped[int] = mapped_column(ForeignKey("channels.id"))
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id"))
+    kind: Mapped[str] = mapped_column(String(32))
+    source: Mapped[str] = mapped_column(Text)
+    name: Mapped[str | None] = mapped_column(String(255))
+    mime_type: Mapped[str | None] = mapped_column(String(255))
+    size: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
 class SendPacing(db.Model):
     """When a messenger may next be called for a key (a bot, a chat, a number): the pace of sending,
     shared by every worker process (``engine.chat.pacing``)."""

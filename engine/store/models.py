@@ -238,14 +238,14 @@ class RateLimitWindow(db.Model):
 
 # The chat tables and the tables of what instances wait for live in their own modules; importing
 # them here registers them with the metadata, and every table is importable from here.
-from engine.store.chat_models import (AiDialog, AiKnowledge, Channel, Conversation, InboundReceipt,  # noqa: E402
-                                      Message, SendPacing, UnreachableChat)
+from engine.store.chat_models import (AiDialog, AiKnowledge, Channel, ChatAttachment, Conversation,  # noqa: E402
+                                      InboundReceipt, Message, SendPacing, UnreachableChat)
 from engine.store.waiting_models import EventSubscription, ExternalTask  # noqa: E402
 from engine.store.task_counts import TaskCount  # noqa: E402
 from engine.store.operator_models import Form, TaskAudience  # noqa: E402
 from engine.store.history import HistoryEvent  # noqa: E402
 
-__all__ = ["AiDialog", "AiKnowledge", "ApiKey", "Channel", "Conversation", "Definition", "Delivery",
+__all__ = ["AiDialog", "AiKnowledge", "ApiKey", "Channel", "ChatAttachment", "Conversation", "Definition", "Delivery",
            "EventSubscription", "ExternalTask", "Form", "HistoryEvent", "IdempotencyRecord", "InboundReceipt", "Instance",
            "InstanceSteps", "Job", "Message", "RateLimitWindow", "SendPacing", "Task", "TaskAudience", "TaskCount", "Tenant",
            "UnreachableChat", "WebhookRoute"]

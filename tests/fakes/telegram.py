@@ -33,6 +33,7 @@ import math
 from tests.fakes.server import FakeServer, Limiter, Recorded, Reply, encode
 
 _PATH = re.compile(r"/bot([^/]+)/([A-Za-z]+)")
+_FILE_PATH = re.compile(r"/file/bot([^/]+)/(.+)")
 _SECRET_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,256}")
 
 
@@ -61,6 +62,8 @@ class FakeTelegram(FakeServer):
         self.sent: list[dict[str, Any]] = []                 # accepted sendMessage parameters (+ message_id)
         self.blocked: set[str] = set()
         self.unknown_chats: set[str] = set()
+        self.files: dict[str, tuple[str, bytes]] = {}        # file_id -> (file_path, content)
+        self.answered: list[dict[str, Any]] = []             # accepted answerCallbackQuery parameters
         self.sent_times: list[float] = []                    # when each of ``sent`` was taken
         self.limiter: Limiter | None = None
         self.limits = (30.0, 1.0, 20 / 60)                   # per bot and per chat per second, per group
@@ -75,6 +78,12 @@ class FakeTelegram(FakeServer):
         self.bots[token] = {"id": bot_id, "is_bot": True, "first_name": first_name,
                             "username": username or f"support_{bot_id}_bot"}
         return token
+
+    def add_file(self, content: bytes, file_path: str = "photos/file_1.jpg") -> str:
+        """A file a customer sent: its ``file_id`` (getFile answers its path, /file/bot<token>/ serves it)."""
+        file_id = "AgACAgIAAxkBAAI" + secrets.token_urlsafe(24)
+        self.files[file_id] = (file_path, content)
+        return file_id
 
     def enforce_limits(self, per_bot: float = 30.0, per_chat: float = 1.0, per_group_per_min: float = 20.0) -> Limiter:
         """From now on, sendMessage over these rates is refused with 429 (``limiter.refused`` counts)."""
@@ -100,6 +109,9 @@ class FakeTelegram(FakeServer):
     # --- the Bot API -------------------------------------------------------------------------------
 
     def respond(self, request: Recorded) -> Reply:
+        download = _FILE_PATH.fullmatch(request.path)
+        if download:
+            return self._download(*download.groups())
         match = _PATH.fullmatch(request.path)
         if not match:
             return error(404, "Not Found")
@@ -116,6 +128,25 @@ class FakeTelegram(FakeServer):
             return error(500, "Internal Server Error: the request was cut short")
         with self._lock:
             return handler(token, params)
+
+    def _download(self, token: str, file_path: str) -> Reply:
+        """``https://api.telegram.org/file/bot<token>/<file_path>``: the bytes, for the bot's token only."""
+        if token not in self.bots:
+            return Reply(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
+        found = next((content for path, content in self.files.values() if path == file_path), None)
+        if found is None:
+            return Reply(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+        return Reply(200, found, {"Content-Type": "application/octet-stream"})
+
+    def _api_getFile(self, token: str, params: dict[str, Any]) -> Reply:
+        found = self.files.get(str(params.get("file_id") or ""))
+        if found is None:
+            return error(400, "Bad Request: invalid file_id")
+        path, content = found
+        if len(content) > 20 * 1024 * 1024:
+            return error(400, "Bad Request: file is too big")
+        return ok({"file_id": params["file_id"], "file_unique_id": "AQAD" + path[-6:], "file_size": len(content),
+                   "file_path": path})
 
     def _api_getMe(self, token: str, params: dict[str, Any]) -> Reply:
         return ok(self.bots[token])
@@ -161,12 +192,9 @@ class FakeTelegram(FakeServer):
         if chat_id in self.blocked:
             return error(403, "Forbidden: bot was blocked by the user")
         now = time.time()
-        if self.limiter is not None:
-            per_bot, per_chat, per_group = self.limits
-            chat_rate = per_group if chat_id.startswith("-") else per_chat
-            wait = self.limiter.take([(token, per_bot, per_bot), (f"{token}:{chat_id}", chat_rate, 1.0)], now)
-            if wait is not None:
-                return error(429, f"Too Many Requests: retry after {math.ceil(wait)}", retry_after=math.ceil(wait))
+        refused = self._over_limit(token, chat_id, now)
+        if refused is not None:
+            return refused
         message_id = next(self._ids)
         self.sent.append({**params, "message_id": message_id, "token": token})
         self.sent_times.append(now)
@@ -176,9 +204,54 @@ class FakeTelegram(FakeServer):
             result["reply_markup"] = params["reply_markup"]
         return ok(result)
 
+    def _over_limit(self, token: str, chat_id: str, now: float) -> Reply | None:
+        """Telegram's 429 when a message passes the enforced limits (``enforce_limits``), else None."""
+        if self.limiter is None:
+            return None
+        per_bot, per_chat, per_group = self.limits
+        chat_rate = per_group if chat_id.startswith("-") else per_chat
+        wait = self.limiter.take([(token, per_bot, per_bot), (f"{token}:{chat_id}", chat_rate, 1.0)], now)
+        if wait is None:
+            return None
+        return error(429, f"Too Many Requests: retry after {math.ceil(wait)}", retry_after=math.ceil(wait))
+
+    def _api_sendPhoto(self, token: str, params: dict[str, Any]) -> Reply:
+        return self._send_file(token, params, "photo")
+
+    def _api_sendDocument(self, token: str, params: dict[str, Any]) -> Reply:
+        return self._send_file(token, params, "document")
+
+    def _send_file(self, token: str, params: dict[str, Any], field: str) -> Reply:
+        """A file by URL: Telegram downloads it (an http(s) URL), the caption is at most 1024 characters."""
+        chat_id = str(params.get("chat_id") or "")
+        url, caption = params.get(field), params.get("caption")
+        if not chat_id:
+            return error(400, "Bad Request: chat_id is empty")
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            return error(400, f"Bad Request: there is no {field} in the request")
+        if caption is not None and (not isinstance(caption, str) or len(caption.encode("utf-16-le")) // 2 > 1024):
+            return error(400, "Bad Request: message caption is too long")
+        if not _buttons_valid(params.get("reply_markup")):
+            return error(400, "Bad Request: BUTTON_DATA_INVALID")
+        if chat_id in self.blocked:
+            return error(403, "Forbidden: bot was blocked by the user")
+        now = time.time()
+        refused = self._over_limit(token, chat_id, now)
+        if refused is not None:
+            return refused
+        message_id = next(self._ids)
+        self.sent.append({**params, "message_id": message_id, "token": token, "text": caption})
+        self.sent_times.append(now)
+        return ok({"message_id": message_id, "from": self.bots[token], "date": int(time.time()),
+                   "chat": {"id": _int_or_str(chat_id), "type": "private"},
+                   field: {"file_id": f"sent-{message_id}"}, **({"caption": caption} if caption else {})})
+
     def _api_answerCallbackQuery(self, token: str, params: dict[str, Any]) -> Reply:
         if not params.get("callback_query_id"):
             return error(400, "Bad Request: query is too old and response timeout expired or query ID is invalid")
+        if len(str(params.get("text") or "")) > 200:
+            return error(400, "Bad Request: MESSAGE_TOO_LONG")
+        self.answered.append({**params, "token": token})
         return ok(True)
 
     # --- updates, sent the way Telegram sends them -------------------------------------------------
@@ -203,14 +276,40 @@ class FakeTelegram(FakeServer):
         return self.update(message=self.message(chat_id, first_name, text=text))
 
     def button_update(self, chat_id: int, button_id: str, keyboard: list[dict[str, str]] | None = None,
-                      first_name: str = "Ann") -> dict[str, Any]:
-        """A pressed inline button; ``keyboard`` ([{"text", "callback_data"}]) is the message's markup."""
+                      first_name: str = "Ann", *, message_id: int | None = None, user_id: int | None = None,
+                      chat_type: str = "private") -> dict[str, Any]:
+        """A pressed inline button; ``keyboard`` ([{"text", "callback_data"}]) is the message's markup,
+        ``message_id`` the bot's message it is on (``sent[...]["message_id"]``), ``user_id`` who pressed."""
         message = self.message(chat_id, "Support Bot", text="Choose one")
+        message["chat"]["type"] = chat_type
+        if message_id is not None:
+            message["message_id"] = message_id
         if keyboard is not None:
             message["reply_markup"] = {"inline_keyboard": [[button] for button in keyboard]}
-        user = {"id": chat_id, "is_bot": False, "first_name": first_name}
+        user = {"id": user_id or chat_id, "is_bot": False, "first_name": first_name}
         return self.update(callback_query={"id": str(next(self._ids) + 4_000_000), "from": user,
                                            "message": message, "chat_instance": "-1", "data": button_id})
+
+    def group_message(self, group_id: int, user_id: int, first_name: str = "Ann", *,
+                      chat_type: str = "supergroup", title: str = "Acme customers", **fields: Any) -> dict[str, Any]:
+        """A message in a group: the chat is the group (a negative id), ``from`` who wrote it."""
+        user = {"id": user_id, "is_bot": False, "first_name": first_name}
+        return {"message_id": next(self._ids), "from": user, "date": int(time.time()),
+                "chat": {"id": group_id, "title": title, "type": chat_type}, **fields}
+
+    def group_update(self, group_id: int, user_id: int, text: str | None = None, first_name: str = "Ann",
+                     **fields: Any) -> dict[str, Any]:
+        content = {"text": text} if text is not None else {}
+        return self.update(message=self.group_message(group_id, user_id, first_name, **content, **fields))
+
+    def removed_from_group_update(self, group_id: int, status: str = "left") -> dict[str, Any]:
+        """``my_chat_member`` when someone removes the bot from a group (``left`` / ``kicked``) or adds it."""
+        bot = {"id": 1, "is_bot": True, "first_name": "Support Bot"}
+        admin = {"id": 5, "is_bot": False, "first_name": "Admin"}
+        return self.update(my_chat_member={
+            "chat": {"id": group_id, "title": "Acme customers", "type": "supergroup"}, "from": admin,
+            "date": int(time.time()), "old_chat_member": {"user": bot, "status": "member"},
+            "new_chat_member": {"user": bot, "status": status}})
 
     def blocked_update(self, chat_id: int, status: str = "kicked") -> dict[str, Any]:
         """``my_chat_member`` as sent when the user blocks (``kicked``) or unblocks (``member``) the bot."""

@@ -26,6 +26,8 @@ import requests
 from tests.fakes.server import FakeServer, Limiter, Recorded, Reply, encode
 
 HOSTNAME = "SN-CHAT-01_"
+REQUEST_MAX_BYTES = 30 * 1024      # "The maximum total JSON size of the request is 30kb"
+KEYBOARD_MAX_ROWS = 24
 EVENT_TYPES = ("delivered", "seen", "failed", "subscribed", "unsubscribed", "conversation_started")
 
 
@@ -49,6 +51,7 @@ class FakeViber(FakeServer):
         self.sent: list[dict[str, Any]] = []
         self.unsubscribed: set[str] = set()
         self.webhook_checks: list[requests.Response | Exception] = []
+        self.media: dict[str, bytes] = {}                      # path -> content (Viber's media URLs)
         self._tokens = itertools.count(5_000_000_000_000_000_000)
         self.sent_times: list[float] = []
         self.limiter: Limiter | None = None
@@ -61,6 +64,12 @@ class FakeViber(FakeServer):
         self.accounts[token] = {"id": f"pa:{next(self._tokens)}", "name": name, "uri": name.lower().replace(" ", ""),
                                 "icon": "https://example.com/icon.png", "country": "DE", "subscribers_count": 0}
         return token
+
+    def add_media(self, content: bytes, name: str = "photo.jpg") -> str:
+        """A file a user sent: the URL Viber's ``media`` field gives (no credentials needed, expires)."""
+        path = f"/viber-media/{secrets.token_hex(8)}/{name}"
+        self.media[path] = content
+        return self.url + path
 
     def enforce_limits(self, per_account: float = 50.0) -> Limiter:
         """From now on, send_message over this rate gets status 12 tooManyRequests (Viber's rate control)."""
@@ -81,6 +90,8 @@ class FakeViber(FakeServer):
     # --- the REST API ------------------------------------------------------------------------------
 
     def respond(self, request: Recorded) -> Reply:
+        if request.method == "GET" and request.path in self.media:
+            return Reply(200, self.media[request.path], {"Content-Type": "image/jpeg"})
         if not request.path.startswith(self.api_prefix + "/") or request.method != "POST":
             return Reply(404, b"Not Found")
         token = request.header("X-Viber-Auth-Token")
@@ -139,12 +150,9 @@ class FakeViber(FakeServer):
         if not isinstance(receiver, str) or not receiver or not isinstance(sender, dict):
             return status(4, "missingData")
         name = sender.get("name")
-        if not isinstance(name, str) or not 0 < len(name) <= 28 or params.get("type") != "text":
+        if not isinstance(name, str) or not 0 < len(name) <= 28 or not _content_valid(params):
             return status(3, "badData")
-        text = params.get("text")
-        if not isinstance(text, str) or not text or len(text) > 7000:
-            return status(3, "badData")
-        if not _keyboard_valid(params):
+        if len(encode(params)) > REQUEST_MAX_BYTES or not _keyboard_valid(params):
             return status(3, "badData")
         if receiver in self.unsubscribed:
             return status(6, "receiverNotSubscribed")
@@ -182,6 +190,22 @@ class FakeViber(FakeServer):
         return self.message_event(user_id, button["ActionBody"], tracking_data=sent.get("tracking_data"))
 
 
+def _content_valid(params: dict[str, Any]) -> bool:
+    """text (1-7000 characters), picture (``media`` JPEG/PNG URL, ``text`` of at most 768), file
+    (``media``, ``size``, ``file_name`` of at most 256), as Viber's send_message takes them."""
+    kind, text, media = params.get("type"), params.get("text"), params.get("media")
+    if kind == "text":
+        return isinstance(text, str) and 0 < len(text) <= 7000
+    if not isinstance(media, str) or not media.startswith(("http://", "https://")):
+        return False
+    if kind == "picture":
+        return isinstance(text, str) and len(text) <= 768
+    if kind == "file":
+        name, size = params.get("file_name"), params.get("size")
+        return isinstance(name, str) and 0 < len(name) <= 256 and isinstance(size, int) and 0 < size <= 50 * 2**20
+    return False
+
+
 def _keyboard_valid(params: dict[str, Any]) -> bool:
     tracking = params.get("tracking_data")
     if tracking is not None and (not isinstance(tracking, str) or len(tracking) > 4000):
@@ -194,6 +218,9 @@ def _keyboard_valid(params: dict[str, Any]) -> bool:
     buttons = keyboard.get("Buttons") if isinstance(keyboard, dict) else None
     if keyboard.get("Type") != "keyboard" or not isinstance(buttons, list) or not buttons:
         return False
+    columns = [button.get("Columns", 6) if isinstance(button, dict) else 0 for button in buttons]
+    if _rows(columns) > KEYBOARD_MAX_ROWS:
+        return False
     for button in buttons:
         if not isinstance(button, dict) or len(str(button.get("Text", ""))) > 250:
             return False
@@ -202,3 +229,13 @@ def _keyboard_valid(params: dict[str, Any]) -> bool:
         if button.get("ActionType", "reply") == "reply" and not button.get("ActionBody"):
             return False
     return True
+
+
+def _rows(columns: list[int]) -> int:
+    """Rows a keyboard's buttons fill, 6 columns to a row, laid out in order."""
+    rows, used = 0, 6
+    for width in columns:
+        if used + width > 6:
+            rows, used = rows + 1, 0
+        used += width
+    return rows

@@ -57,6 +57,7 @@ class FakeWhatsApp(FakeServer):
         self.closed_windows: set[str] = set()
         self.callback_url: str | None = None
         self.pending_statuses: list[dict[str, Any]] = []    # failed statuses to deliver (window_mode "status")
+        self.media: dict[str, dict[str, Any]] = {}           # media id -> {content, mime_type, number}
         self._ids = itertools.count(100_000_000_000_000)
         self.sent_times: list[float] = []                   # when each of ``sent`` was taken
         self.limiter: Limiter | None = None
@@ -79,6 +80,12 @@ class FakeWhatsApp(FakeServer):
         """The ``settings`` of a Baton channel for this number (its own token unless one is given)."""
         return {"phone_number_id": number_id, "access_token": access_token or self.numbers[number_id]["access_token"],
                 "app_secret": self.app_secret, "verify_token": verify_token}
+
+    def add_media(self, number_id: str, content: bytes, mime_type: str = "image/jpeg") -> str:
+        """A file a customer sent to the number: its media id (``GET /<id>`` gives its URL)."""
+        media_id = str(next(self._ids))
+        self.media[media_id] = {"content": content, "mime_type": mime_type, "number": number_id}
+        return media_id
 
     def enforce_limits(self, per_number: float = 80.0, per_pair: float = 1.0) -> Limiter:
         """From now on, messages over these rates are refused: 130429 for the number's throughput,
@@ -104,7 +111,11 @@ class FakeWhatsApp(FakeServer):
     # --- the Graph API -----------------------------------------------------------------------------
 
     def respond(self, request: Recorded) -> Reply:
+        if request.path.startswith("/whatsapp-media/"):
+            return self._download(request)
         parts = request.path.removeprefix(self.api_prefix + "/").split("/")
+        if len(parts) == 1 and parts[0] in self.media and request.method == "GET":
+            return self._media_url(parts[0], request)
         if not request.path.startswith(self.api_prefix + "/") or len(parts) > 2:
             return graph_error(400, 100, "Unknown path components")
         number = self.numbers.get(parts[0])
@@ -121,6 +132,28 @@ class FakeWhatsApp(FakeServer):
             with self._lock:
                 return self._send(parts[0], request)
         return graph_error(400, 100, "Unsupported request")
+
+    def _owner_token(self, media_id: str) -> str:
+        return self.numbers[self.media[media_id]["number"]]["access_token"]
+
+    def _media_url(self, media_id: str, request: Recorded) -> Reply:
+        """``GET /<media id>``: a short-lived URL, for the owning business's token only."""
+        if request.header("Authorization") != f"Bearer {self._owner_token(media_id)}":
+            return graph_error(401, 190, "Invalid OAuth access token - Cannot parse access token")
+        media = self.media[media_id]
+        return Reply(200, {"messaging_product": "whatsapp", "id": media_id, "mime_type": media["mime_type"],
+                           "file_size": len(media["content"]), "sha256": "0" * 64,
+                           "url": f"{self.url}/whatsapp-media/{media_id}?ext=1&hash={secrets.token_hex(6)}"})
+
+    def _download(self, request: Recorded) -> Reply:
+        """The media URL: the bytes, only with the bearer token (Meta answers 401 without it)."""
+        media_id = request.path.removeprefix("/whatsapp-media/")
+        if media_id not in self.media:
+            return Reply(404, b"Not Found")
+        if request.header("Authorization") != f"Bearer {self._owner_token(media_id)}":
+            return Reply(401, b"Unauthorized")
+        media = self.media[media_id]
+        return Reply(200, media["content"], {"Content-Type": media["mime_type"]})
 
     def _send(self, number_id: str, request: Recorded) -> Reply:
         try:
@@ -248,6 +281,14 @@ def _content_problem(params: dict[str, Any]) -> str | None:
     if kind == "text":
         body = (params.get("text") or {}).get("body")
         return None if isinstance(body, str) and 0 < len(body) <= 4096 else "text.body must be 1 to 4096 characters"
+    if kind in ("image", "document"):
+        media = params.get(kind) or {}
+        link, caption = media.get("link"), media.get("caption")
+        if not isinstance(link, str) or not link.startswith(("http://", "https://")):
+            return f"{kind}.link must be an http(s) URL"
+        if caption is not None and (not isinstance(caption, str) or len(caption) > 1024):
+            return f"{kind}.caption must be at most 1024 characters"
+        return None
     if kind != "interactive":
         return f"unsupported type {kind}"
     interactive = params.get("interactive") or {}

@@ -14,6 +14,7 @@ from engine.store.db import db
 from engine.store.models import Job
 from engine.store.unit_of_work import UnitOfWork
 from engine.sandbox import Sandbox, SandboxScriptEngine
+from engine.telemetry import context as log_context
 from tests.conftest import make_database_url
 from tests.harness import bpmn, drop_postgres_database, unit_of_work_of
 
@@ -31,6 +32,14 @@ def app(backend, tmp_path_factory):
         db.engine.dispose()
     if backend == "postgresql":
         drop_postgres_database(url)
+
+
+@pytest.fixture(autouse=True)
+def _log_ids_of_its_own():
+    """Each test starts with no log ids bound and leaves none: code under test that sets the tenant
+    for "the rest of its context" (a request's, in the server) would otherwise label later tests'."""
+    with log_context.bound(**{name: None for name in log_context.FIELDS}):
+        yield
 
 
 @pytest.fixture(autouse=True)

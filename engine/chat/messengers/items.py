@@ -25,13 +25,15 @@ MESSAGE_TYPES = (TEXT, BUTTON, *MEDIA_TYPES, "location", "contact", UNSUPPORTED)
 DELIVERY_STATUS = "delivery_status"  # an outbound message was sent / delivered / read / failed
 UNREACHABLE = "unreachable"          # the customer blocked the bot or unsubscribed: deliveries are dead at once
 REACHABLE = "reachable"              # the customer (re)subscribed or unblocked the bot
+MOVED = "moved"                      # the chat has a new id (a Telegram group became a supergroup)
 IGNORED = "ignored"                  # acknowledged only (edits, webhook checks, malformed items, ...)
-EVENT_KINDS = (DELIVERY_STATUS, UNREACHABLE, REACHABLE, IGNORED)
+EVENT_KINDS = (DELIVERY_STATUS, UNREACHABLE, REACHABLE, MOVED, IGNORED)
 
 
 @dataclass(frozen=True)
 class Attachment:
-    """A file or a shared place/contact, as the messenger describes it (never downloaded)."""
+    """A file or a shared place/contact, as the messenger describes it; a file gets Baton's own
+    ``attachment_id`` when its message is taken (fetched through ``GET /v1/media/...``)."""
 
     type: str
     file_id: str | None = None
@@ -40,11 +42,17 @@ class Attachment:
     size: int | None = None
     mime_type: str | None = None
     details: Mapping[str, Any] = field(default_factory=dict)   # latitude/longitude, phone_number, ...
+    attachment_id: str | None = None
+
+    @property
+    def source(self) -> str | None:
+        """What the messenger fetches the file by (a file / media id, or a URL); None: no file."""
+        return self.file_id or self.url
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form kept in the ``attachments`` variable: only the fields the messenger gave."""
-        found = {"type": self.type, "file_id": self.file_id, "url": self.url, "name": self.name,
-                 "size": self.size, "mime_type": self.mime_type}
+        found = {"type": self.type, "attachment_id": self.attachment_id, "file_id": self.file_id, "url": self.url,
+                 "name": self.name, "size": self.size, "mime_type": self.mime_type}
         return {key: value for key, value in found.items() if value is not None} | dict(self.details)
 
 
@@ -66,15 +74,18 @@ class InboundMessage:
     button_id: str | None = None
     account_id: str | None = None          # WhatsApp: metadata.phone_number_id (finds the channel)
     callback_query_id: str | None = None   # Telegram: a pressed button, to answer with answerCallbackQuery
+    pressed_on: str | None = None          # Telegram: the messenger's id of the message whose button it was
+    context: str | None = None             # Viber: the deep link's context, carried by the welcome message
 
     def variables(self) -> dict[str, Any]:
         """The process variables a message sets; every key is always present so that conditions such
-        as ``message_type == "photo"`` never fail on a plain text message."""
+        as ``message_type == "photo"`` never fail on a plain text message (``context`` only when a
+        Viber deep link gave one)."""
         return {"message_text": self.text, "external_user_id": self.chat_id,
                 "external_username": self.display_name, "channel": self.channel,
                 "message_type": self.message_type,
                 "attachments": [attachment.to_dict() for attachment in self.attachments],
-                "button_id": self.button_id}
+                "button_id": self.button_id, **({"context": self.context} if self.context is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,8 @@ class InboundEvent:
     reason: str | None = None
     error_code: int | None = None
     account_id: str | None = None
+    new_chat_id: str | None = None         # MOVED: where the chat is now
+    context: str | None = None             # Viber conversation_started: the deep link's context
 
 
 InboundItem = InboundMessage | InboundEvent

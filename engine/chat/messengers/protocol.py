@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from engine.chat.messengers.connection import Connection
 from engine.chat.messengers.items import InboundItem, InboundMessage
-from engine.chat.messengers.sending import Button, HttpRequest, OutboundCall, SendOutcome
+from engine.chat.messengers.sending import Button, HttpRequest, Media, OutboundCall, SendOutcome
 from engine.chat.messengers.settings import SettingsSpec
 from engine.outbound import OutboundHttp, OutboundResponse
 
@@ -127,8 +127,14 @@ class Messenger(ABC):
         """The id an item is deduplicated by on its channel; by default the messenger's own."""
         return dedup_id
 
-    def button_answer(self, message: InboundMessage) -> OutboundCall | None:
-        """A call that acknowledges a pressed button at once, or None when none is needed."""
+    def button_answer(self, message: InboundMessage, refusal: str | None = None) -> OutboundCall | None:
+        """A call that acknowledges a pressed button at once (showing ``refusal`` when the press is not
+        taken), or None when none is needed."""
+        return None
+
+    def answer_body(self, item: InboundItem, settings: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What to answer the call that carried ``item`` with, when the messenger reads the HTTP
+        answer (Viber's welcome message to ``conversation_started``); None: the usual ``{"ok": true}``."""
         return None
 
     def read_receipt(self, message: InboundMessage, settings: Mapping[str, Any]) -> OutboundCall | None:
@@ -141,6 +147,13 @@ class Messenger(ABC):
         settings; None (403) when it matches none, or the messenger makes no such check."""
         return None
 
+    def file_request(self, http: OutboundHttp, settings: Mapping[str, Any], source: str, *,
+                     api_url: str) -> HttpRequest:
+        """The request that downloads an inbound file the messenger named ``source`` (a file or
+        media id, or a URL), after whatever calls it takes to learn where it is, with the channel's
+        credentials; OutboundError when the messenger refuses. By default the source is the URL."""
+        return HttpRequest("GET", source, {})
+
     # --- outbound calls ------------------------------------------------------------------------------
 
     @abstractmethod
@@ -148,9 +161,15 @@ class Messenger(ABC):
         """What the messenger cannot carry of these reply buttons (deploy refuses them)."""
 
     @abstractmethod
-    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = ()) -> list[OutboundCall]:
-        """The API calls of one reply, in order, without credentials (each is stored in a delivery);
-        InvalidParamsError when the messenger cannot carry it."""
+    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = (), media: Media | None = None
+              ) -> list[OutboundCall]:
+        """The API calls of one reply (with ``media``: a file the messenger fetches by its URL, the
+        text as its caption where it fits), in order, without credentials (each is stored in a
+        delivery); InvalidParamsError when the messenger cannot carry it."""
+
+    def attachment_refusals(self, attachment_type: str, size_given: bool) -> list[str]:
+        """What the messenger cannot send of a send_message's attachment (deploy refuses it)."""
+        return []
 
     def template_call(self, chat_id: str, template: Mapping[str, Any]) -> OutboundCall | None:
         """The call sending a message template (``{name, language, params}``, checked) to the chat;

@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 from engine.errors import InvalidParamsError, OutboundError, OutboundRefusedError
 from engine.outbound import OutboundResponse
@@ -30,6 +31,26 @@ class Button:
 
     id: str
     title: str
+
+
+ATTACHMENT_TYPES = ("image", "document")
+
+
+@dataclass(frozen=True)
+class Media:
+    """A file a reply carries (``send_message``'s ``attachment_url`` / ``attachment_type``): the
+    messenger fetches it from ``url`` itself; ``size`` in bytes when the process gave it (Viber's
+    files need it)."""
+
+    type: str                        # image, document
+    url: str
+    size: int | None = None
+
+    @property
+    def file_name(self) -> str:
+        """The last segment of the URL's path (what a customer sees a document called), or 'document'."""
+        segment = unquote(urlsplit(self.url).path.rstrip("/").rpartition("/")[2]).strip()
+        return segment[:255] if segment and segment.isprintable() else "document"
 
 
 @dataclass(frozen=True)
@@ -181,3 +202,4 @@ def refuse_buttons(messenger: str, refusals: list[str]) -> None:
     if refusals:
         raise InvalidParamsError(f"{messenger} cannot carry these buttons: {' '.join(refusals)}",
                                  data={"param": "buttons"})
+

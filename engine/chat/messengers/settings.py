@@ -57,7 +57,7 @@ class SettingsSpec:
             raise _invalid(f"settings.{missing[0]}",
                            f"Missing setting(s) {_listing(missing)} for a {self.channel_type} channel.")
         return {setting.name: _checked(setting, given[setting.name]) for setting in self.settings
-                if setting.name in given}
+                if setting.name in given and not (setting.optional and given[setting.name] is None)}
 
     def shown(self, stored: Mapping[str, Any]) -> dict[str, Any]:
         """The settings without their secrets, for any answer (secrets are never returned)."""
@@ -105,6 +105,12 @@ def text_setting(name: str, meaning: str, *, max_length: int) -> Setting:
 def digits_setting(name: str, meaning: str, *, max_length: int = 32) -> Setting:
     """A numeric id that goes into a URL path."""
     return Setting(name, re.compile(r"^[0-9]+$"), max_length, False, meaning)
+
+
+def message_setting(name: str, meaning: str, *, max_length: int) -> Setting:
+    """An optional text to send (a welcome message): lines allowed, no other control characters."""
+    return Setting(name, re.compile(r"(?s)^(?=.*\S)[^\x00-\x09\x0b-\x1f\x7f]+$"), max_length, False, meaning,
+                   optional=True)
 
 
 def flag_setting(name: str, meaning: str) -> Setting:

@@ -74,3 +74,23 @@ def test_a_failed_reply_with_nothing_waiting_for_it_changes_nothing(mapi, fakes)
     mapi.wait_until_idle()
     status = mapi.call("process.status", instance_id=instance_id)
     assert status["status"] == "running" and "delivery_reason" not in status["variables"]
+
+
+def test_a_telegram_group_that_removed_the_bot_tells_the_process_it_is_unreachable(mapi, fakes):
+    """Not "blocked": nobody blocked anything, the group is gone for the bot (issue 28.5)."""
+    from tests.fakes.server import Reply
+
+    fake = fakes.telegram
+    bot = Bot(mapi, fake, FIXTURE)
+    group = -new_chat_id()
+    fake.script(Reply(502, b"<html>Bad Gateway</html>"), times=1000, path_endswith=f"{bot.token}/sendMessage")
+    try:
+        bot.send(fake.group_update(group, new_chat_id(), "hi"))
+        conversation = bot.conversation(group)
+        fake.wait_for(f"{bot.token}/sendMessage", 1)
+        bot.send(fake.removed_from_group_update(group, "left"))
+        variables = fell_back(mapi, conversation["instance_id"])
+    finally:
+        fake.unscript()
+    assert variables["delivery_reason"] == "unreachable"
+    assert "the bot was removed from the group" in variables["delivery_error"]

@@ -110,8 +110,10 @@ def test_photos_locations_and_the_unknown_arrive_with_their_type_and_attachments
     conversation = bot.conversation(chat)
     variables = mapi.call("process.status", instance_id=conversation["instance_id"])["variables"]
     assert (variables["message_text"], variables["message_type"]) == ("the broken lid", "photo")
-    assert variables["attachments"] == [{"type": "photo", "file_id": "large", "size": 91000,
-                                         "file_unique_id": "l", "width": 1280, "height": 853}]
+    [attachment] = variables["attachments"]
+    assert len(attachment.pop("attachment_id")) == 32                     # Baton's id: GET /v1/media/...
+    assert attachment == {"type": "photo", "file_id": "large", "size": 91000,
+                          "file_unique_id": "l", "width": 1280, "height": 853}
     bot.send(fake.update(message=fake.message(chat, location={"latitude": 52.52, "longitude": 13.405})))
     bot.send(fake.update(message=fake.message(chat, dice={"emoji": "🎲", "value": 3})))
     messages = eventually(lambda: messages_of(mapi, conversation["binding_id"]),
@@ -132,7 +134,7 @@ def test_buttons_go_out_as_an_inline_keyboard_and_a_press_comes_back_as_a_messag
     [question] = bot.sent(chat)
     keyboard = question["reply_markup"]["inline_keyboard"]
     assert keyboard == [[{"text": "Yes please", "callback_data": "yes"}], [{"text": "No thanks", "callback_data": "no"}]]
-    press = fake.button_update(chat, "no", keyboard=[row[0] for row in keyboard])
+    press = fake.button_update(chat, "no", keyboard=[row[0] for row in keyboard], message_id=question["message_id"])
     bot.send(press)
     assert bot.texts(chat, 2)[1] == "You chose no (No thanks), a button."
     answered = eventually(lambda: bot.calls("answerCallbackQuery"), lambda found: len(found) == 1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import secrets
+from urllib.parse import quote as url_quote
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,18 +21,21 @@ from engine.chat.messengers.connection import Connection, call, quote, refused, 
 from engine.chat.messengers.items import (InboundItem, InboundMessage, as_dict, as_id, as_int, as_text, header,
                                           same_secret)
 from engine.chat.messengers.protocol import Addressed, InboundCall, Messenger
-from engine.chat.messengers.sending import (BLOCKED, DEAD, OTHER, TOO_LONG, UNREACHABLE, RETRY, SENT, WAIT, Button, HttpRequest, OutboundCall, SendOutcome,
-                                            answer_object, common_button_refusals, refuse_buttons, require_text,
-                                            split_text)
+from engine.chat.messengers.sending import (BLOCKED, DEAD, OTHER, RETRY, SENT, TOO_LONG, UNREACHABLE, WAIT, Button,
+                                            HttpRequest, Media, OutboundCall, SendOutcome, answer_object,
+                                            common_button_refusals, refuse_buttons, require_text, split_text,
+                                            utf16_length)
 from engine.chat.messengers.settings import Setting, SettingsSpec
 from engine.chat.messengers.telegram import updates
-from engine.errors import MessengerUnavailableError
+from engine.errors import InvalidParamsError, MessengerUnavailableError, OutboundError
 from engine.outbound import OutboundHttp, OutboundResponse
 
 DEFAULT_API_URL = "https://api.telegram.org"
 WEBHOOK_PATH = "/webhooks/telegram"
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 TEXT_LIMIT = 4096
+CAPTION_LIMIT = 1024
+_FILE_METHODS = {"image": ("sendPhoto", "photo"), "document": ("sendDocument", "document")}
 CALLBACK_DATA_MAX_BYTES = 64
 # What Baton handles; anything else (channel posts, inline queries, polls...) is never sent to it.
 ALLOWED_UPDATES = ("message", "edited_message", "callback_query", "my_chat_member")
@@ -122,22 +126,50 @@ class Telegram(Messenger):
         another bot's token must not take its update 17 for the old bot's)."""
         return f"{connection.get('bot_id')}:{dedup_id}"
 
-    def button_answer(self, message: InboundMessage) -> OutboundCall | None:
-        """``answerCallbackQuery``: clients show a spinner on a pressed inline button until it comes."""
-        return answer_callback(message.callback_query_id) if message.callback_query_id else None
+    def button_answer(self, message: InboundMessage, refusal: str | None = None) -> OutboundCall | None:
+        """``answerCallbackQuery``: clients show a spinner on a pressed inline button until it comes;
+        a ``refusal`` is shown to the user as a short notice (at most 200 characters)."""
+        if not message.callback_query_id:
+            return None
+        return answer_callback(message.callback_query_id, refusal[:200] if refusal else None)
+
+    def file_request(self, http: OutboundHttp, settings: Mapping[str, Any], source: str, *,
+                     api_url: str = DEFAULT_API_URL) -> HttpRequest:
+        """``getFile`` for the ``file_path``, then ``<api_url>/file/bot<token>/<file_path>`` (Telegram
+        lets bots download files of up to 20 MB)."""
+        token = self.settings_spec.check(settings)["bot_token"]
+        response = call(http, self.name, _http_request(api_url, token, "getFile", {"file_id": source}))
+        answer = _answer_of(response)
+        if answer is None:
+            raise unavailable(self.name, response)
+        path = as_text(as_dict(answer.get("result")).get("file_path")) if answer.get("ok") is True else None
+        if not path or ".." in path.split("/") or path.startswith("/"):
+            said = quote(answer.get("description") or "no file_path", [token])
+            raise OutboundError(f"{self.name} refused the file: {said}")
+        return HttpRequest("GET", f"{api_url.rstrip('/')}/file/bot{token}/{url_quote(path, safe='/')}", {})
 
     # --- outbound -------------------------------------------------------------------------------------
 
-    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = ()) -> list[OutboundCall]:
+    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = (), media: Media | None = None
+              ) -> list[OutboundCall]:
         """``sendMessage`` calls for one reply: the text split at whitespace into parts of at most 4096
-        characters, in order; the buttons, one per row, go with the last part."""
+        characters, in order; the buttons, one per row, go with the last part. With a file:
+        ``sendPhoto`` / ``sendDocument`` by URL (Telegram fetches it), the text as its caption when it
+        fits Telegram's 1024 characters (the buttons then go with the file), else the file first and
+        the text after it."""
         refuse_buttons(self.name, self.button_refusals(buttons))
-        parts = split_text(require_text(text, self.name), TEXT_LIMIT)
-        made = [OutboundCall("sendMessage", {"chat_id": chat_id, "text": part}) for part in parts]
+        text = require_text(text, self.name)
+        markup = {"inline_keyboard": [[{"text": button.title, "callback_data": button.id}] for button in buttons]}
+        file_call = None if media is None else _file_call(chat_id, media)
+        if file_call is not None and utf16_length(text) <= CAPTION_LIMIT:
+            file_call.payload["caption"] = text
+            if buttons:
+                file_call.payload["reply_markup"] = markup
+            return [file_call]
+        made = [OutboundCall("sendMessage", {"chat_id": chat_id, "text": part}) for part in split_text(text, TEXT_LIMIT)]
         if buttons:
-            made[-1].payload["reply_markup"] = {
-                "inline_keyboard": [[{"text": button.title, "callback_data": button.id}] for button in buttons]}
-        return made
+            made[-1].payload["reply_markup"] = markup
+        return made if file_call is None else [file_call, *made]
 
     def request(self, settings: Mapping[str, Any], outbound: OutboundCall, *,
                 api_url: str = DEFAULT_API_URL) -> HttpRequest:
@@ -177,6 +209,14 @@ class Telegram(Messenger):
         return refusals
 
 
+def _file_call(chat_id: str, media: Media) -> OutboundCall:
+    if media.type not in _FILE_METHODS:
+        raise InvalidParamsError(f"Telegram cannot send an attachment of type '{media.type}'.",
+                                 data={"param": "attachment_type"})
+    method, field = _FILE_METHODS[media.type]
+    return OutboundCall(method, {"chat_id": chat_id, field: media.url})
+
+
 def _failure(code: int, description: str) -> str:
     """Why Telegram refused for good, in the words ``delivery_failed`` uses."""
     said = description.lower()
@@ -189,9 +229,12 @@ def _failure(code: int, description: str) -> str:
     return OTHER
 
 
-def answer_callback(callback_query_id: str) -> OutboundCall:
-    """Stops the spinner a pressed inline button shows until the bot answers."""
-    return OutboundCall("answerCallbackQuery", {"callback_query_id": callback_query_id})
+def answer_callback(callback_query_id: str, text: str | None = None) -> OutboundCall:
+    """Stops the spinner a pressed inline button shows until the bot answers (with a notice: ``text``)."""
+    payload = {"callback_query_id": callback_query_id}
+    if text:
+        payload["text"] = text
+    return OutboundCall("answerCallbackQuery", payload)
 
 
 def _call(http: OutboundHttp, api_url: str, token: str, method: str, payload: dict[str, Any], *,

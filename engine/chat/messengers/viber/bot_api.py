@@ -19,14 +19,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.chat.messengers.connection import Connection, call, quote, refused, unavailable, webhook_url
-from engine.chat.messengers.items import InboundItem, as_id, as_int, as_text, header, hmac_sha256_hex, same_secret
+from engine.chat.messengers.items import InboundEvent, InboundItem, as_id, as_int, as_text, header, hmac_sha256_hex, same_secret
 from engine.chat.messengers.protocol import Addressed, InboundCall, Messenger
-from engine.chat.messengers.sending import (DEAD, OTHER, UNREACHABLE, UNSUBSCRIBED, WAIT, RETRY, SENT, Button, HttpRequest, OutboundCall, SendOutcome,
+from engine.chat.messengers.sending import (DEAD, OTHER, RETRY, SENT, UNREACHABLE, UNSUBSCRIBED, WAIT, Button, HttpRequest,
+                                            Media, OutboundCall, SendOutcome,
                                             answer_object, common_button_refusals, refuse_buttons, require_text,
                                             split_text)
-from engine.chat.messengers.settings import SettingsSpec, text_setting, token_setting
+from engine.chat.messengers.settings import SettingsSpec, message_setting, text_setting, token_setting
 from engine.chat.messengers.viber import callbacks
-from engine.errors import MessengerUnavailableError
+from engine.errors import InvalidParamsError, MessengerUnavailableError
 from engine.outbound import OutboundHttp, OutboundResponse
 
 DEFAULT_API_URL = "https://chatapi.viber.com/pa"
@@ -35,8 +36,12 @@ CHANNEL_QUERY = "channel"          # the webhook URL's ?channel=<key> finds the 
 AUTH_HEADER = "X-Viber-Auth-Token"
 SIGNATURE_HEADER = callbacks.SIGNATURE_HEADER
 TEXT_LIMIT = 7000
+PICTURE_TEXT_MAX = 768             # a picture's description
+FILE_MAX_BYTES = 50 * 1024 * 1024  # a file message's size limit
 BUTTON_TEXT_MAX = 250
 TRACKING_DATA_MAX = 4000
+KEYBOARD_MAX_ROWS = 24            # rows of one keyboard
+REQUEST_MAX_BYTES = 30 * 1024      # "The maximum total JSON size of the request is 30kb"
 KEYBOARD_MIN_API_VERSION = 3       # Viber's keyboard docs: API level 3 (Viber 7.6+) covers every parameter sent
 EVENT_TYPES = ("delivered", "seen", "failed", "subscribed", "unsubscribed", "conversation_started")
 
@@ -69,6 +74,8 @@ class Viber(Messenger):
         token_setting("auth_token", "the bot's authentication token from Viber (Settings > Bots > Edit Info > "
                                     "Your app key)", max_length=200),
         text_setting("sender_name", "the sender name shown on replies, at most 28 characters", max_length=28),
+        message_setting("welcome_text", "the message a user sees on opening the chat, at most 7000 characters "
+                                        "(optional)", max_length=TEXT_LIMIT),
     ))
 
     # --- connect --------------------------------------------------------------------------------------
@@ -124,23 +131,51 @@ class Viber(Messenger):
         """One callback as inbound items; BadRequestError when it is not a Viber callback."""
         return callbacks.parse(body)
 
+    def answer_body(self, item: InboundItem, settings: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The welcome message, answered to ``conversation_started`` (Viber sends it to the user; a
+        bot may not send them anything else before they write), with the deep link's context in its
+        ``tracking_data``."""
+        welcome = settings.get("welcome_text")
+        if not isinstance(item, InboundEvent) or item.event != "conversation_started" or not welcome:
+            return None
+        answer = {"sender": {"name": settings.get("sender_name")}, "type": "text", "text": welcome}
+        if item.context:
+            answer["tracking_data"] = callbacks.welcome_tracking_data(item.context)
+        return answer
+
     # --- outbound -------------------------------------------------------------------------------------
 
-    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = ()) -> list[OutboundCall]:
+    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = (), media: Media | None = None
+              ) -> list[OutboundCall]:
         """``send_message`` calls for one reply: parts of at most 7000 characters cut at whitespace; the
-        keyboard (one reply button per row) goes with the last part, with ``tracking_data`` mapping each
-        title to its id (a pressed button comes back as its title) and ``min_api_version``."""
+        keyboard goes with the last call (``keyboard`` builds it within Viber's limits), with
+        ``tracking_data`` mapping each title to its id (a pressed button comes back as its title) and
+        ``min_api_version``. With a file: a ``picture`` (the text as its description when it fits
+        Viber's 768 characters) or a ``file`` (which has no text: ``size`` and ``file_name`` are
+        required), then the text's parts."""
         refuse_buttons(self.name, self.button_refusals(buttons))
-        parts = split_text(require_text(text, self.name), TEXT_LIMIT)
-        made = [OutboundCall("send_message", {"receiver": chat_id, "type": "text", "text": part}) for part in parts]
+        text = require_text(text, self.name)
+        file_call = None if media is None else _file_call(chat_id, media)
+        if file_call is not None and media.type == "image" and len(text) <= PICTURE_TEXT_MAX:
+            file_call.payload["text"] = text
+            made = [file_call]
+        else:
+            made = [OutboundCall("send_message", {"receiver": chat_id, "type": "text", "text": part})
+                    for part in split_text(text, TEXT_LIMIT)]
+            made = made if file_call is None else [file_call, *made]
         if buttons:
-            made[-1].payload.update({
-                "min_api_version": KEYBOARD_MIN_API_VERSION,
-                "tracking_data": callbacks.button_tracking_data(buttons),
-                "keyboard": {"Type": "keyboard", "DefaultHeight": False, "Buttons": [
-                    {"Columns": 6, "Rows": 1, "ActionType": "reply", "ActionBody": button.title,
-                     "Text": html.escape(button.title), "TextSize": "regular"} for button in buttons]}})
+            with_keyboard = {"min_api_version": KEYBOARD_MIN_API_VERSION,
+                             "tracking_data": callbacks.button_tracking_data(buttons), "keyboard": keyboard(buttons)}
+            made[-1].payload.update(with_keyboard)
+            made[-1:] = _within_request_limit(made[-1], with_keyboard)
         return made
+
+    def attachment_refusals(self, attachment_type: str, size_given: bool) -> list[str]:
+        """Viber's ``file`` messages must say their size: a document needs ``attachment_size``."""
+        if attachment_type == "document" and not size_given:
+            return ["Viber sends a document only with its size: give the send_message an 'attachment_size' "
+                    "(bytes)."]
+        return []
 
     def request(self, settings: Mapping[str, Any], outbound: OutboundCall, *,
                 api_url: str = DEFAULT_API_URL) -> HttpRequest:
@@ -178,7 +213,59 @@ class Viber(Messenger):
         if not refusals and len(callbacks.button_tracking_data(buttons)) > TRACKING_DATA_MAX:
             refusals.append(f"The buttons' titles and ids together are too long for Viber: they must fit in "
                             f"{TRACKING_DATA_MAX} characters of tracking data.")
+        if not refusals and buttons:
+            smallest = {"receiver": "x" * 32, "type": "text", "text": "x", "min_api_version": KEYBOARD_MIN_API_VERSION,
+                        "tracking_data": callbacks.button_tracking_data(buttons), "keyboard": keyboard(buttons)}
+            if request_size(smallest) > REQUEST_MAX_BYTES:
+                refusals.append(f"The keyboard of these {len(buttons)} buttons is {request_size(smallest)} bytes; "
+                                f"Viber takes messages of at most {REQUEST_MAX_BYTES} bytes: use fewer or shorter "
+                                "buttons.")
+        if len(buttons) > KEYBOARD_MAX_ROWS * 6:
+            refusals.append(f"Viber's keyboard holds at most {KEYBOARD_MAX_ROWS * 6} buttons, not {len(buttons)}.")
         return refusals
+
+
+def keyboard(buttons: Sequence[Button]) -> dict[str, Any]:
+    """Reply buttons as Viber's keyboard: one per row while they fit its 24 rows, else two, three or
+    six side by side (a row is 6 columns wide), in order."""
+    per_row = next((n for n in (1, 2, 3) if -(-len(buttons) // n) <= KEYBOARD_MAX_ROWS), 6)
+    return {"Type": "keyboard", "DefaultHeight": False, "Buttons": [
+        {"Columns": 6 // per_row, "Rows": 1, "ActionType": "reply", "ActionBody": button.title,
+         "Text": html.escape(button.title), "TextSize": "regular"} for button in buttons]}
+
+
+def request_size(payload: dict[str, Any]) -> int:
+    """The bytes of a ``send_message`` body (with the longest sender name ``request`` adds)."""
+    return len(json.dumps({**payload, "sender": {"name": "x" * 28}}, ensure_ascii=False).encode("utf-8")) + 112
+
+
+def _within_request_limit(last: OutboundCall, with_keyboard: dict[str, Any]) -> list[OutboundCall]:
+    """The last call with the keyboard, its text moved into calls before it when the whole body would
+    pass Viber's 30 KB; buttons whose keyboard alone cannot fit are refused at deploy."""
+    text = last.payload.get("text")
+    if request_size(last.payload) <= REQUEST_MAX_BYTES or last.payload.get("type") != "text" or len(text) < 2:
+        return [last]
+    room = REQUEST_MAX_BYTES - request_size({**last.payload, "text": ""})
+    parts = split_text(text, max(2, room // 4))           # 4 bytes per character at worst
+    base = {key: value for key, value in last.payload.items() if key not in with_keyboard}
+    return [OutboundCall(last.method, {**base, "text": part}) for part in parts[:-1]] + [
+        OutboundCall(last.method, {**last.payload, "text": parts[-1]})]
+
+
+def _file_call(chat_id: str, media: Media) -> OutboundCall:
+    if media.type == "image":
+        return OutboundCall("send_message", {"receiver": chat_id, "type": "picture", "text": "", "media": media.url})
+    if media.type != "document":
+        raise InvalidParamsError(f"Viber cannot send an attachment of type '{media.type}'.",
+                                 data={"param": "attachment_type"})
+    if media.size is None:
+        raise InvalidParamsError("Viber sends a document only with its size: give 'attachment_size' (bytes).",
+                                 data={"param": "attachment_size"})
+    if media.size > FILE_MAX_BYTES:
+        raise InvalidParamsError(f"Viber sends files of at most {FILE_MAX_BYTES} bytes, not {media.size}.",
+                                 data={"param": "attachment_size"})
+    return OutboundCall("send_message", {"receiver": chat_id, "type": "file", "media": media.url,
+                                         "size": media.size, "file_name": media.file_name})
 
 
 def _call(http: OutboundHttp, api_url: str, token: str, method: str, payload: dict[str, Any], *,

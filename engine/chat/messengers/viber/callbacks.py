@@ -4,7 +4,9 @@
 and ``name``; ``message_token`` is the dedup id); a pressed keyboard button arrives as a text message
 whose text is the button's ``ActionBody`` (its title) with the ``tracking_data`` Baton sent, which maps
 titles to ids. ``delivered`` / ``seen`` / ``failed`` (with ``desc``) report on an outbound message by
-its ``message_token``; ``subscribed`` / ``unsubscribed``; ``conversation_started`` and ``webhook`` are
+its ``message_token``; ``subscribed`` / ``unsubscribed``; ``conversation_started`` (with a deep
+link's ``context``) is answered with the channel's welcome message when it has one (Viber takes it
+from the HTTP answer), which carries the context back in its ``tracking_data``; ``webhook`` is
 acknowledged only.
 """
 from __future__ import annotations
@@ -22,6 +24,8 @@ from engine.errors import BadRequestError
 CHANNEL = "viber"
 SIGNATURE_HEADER = "X-Viber-Content-Signature"
 _TRACKING_KEY = "baton_buttons"
+_CONTEXT_KEY = "baton_context"
+CONTEXT_MAX = 3000                 # fits Viber's 4000 characters of tracking_data, escaped
 _STATUSES = {"delivered": "delivered", "seen": "read", "failed": "failed"}
 _FILES = {"picture": "photo", "video": "video", "file": "document", "sticker": "sticker"}
 
@@ -57,7 +61,15 @@ def parse(body: bytes) -> list[InboundItem]:
                              chat_id=as_id(callback.get("user_id")), reason="the user unsubscribed from the bot")]
     user_id = as_id(as_dict(callback.get("user")).get("id"))
     kind = REACHABLE if event == "subscribed" else IGNORED
-    return [InboundEvent(channel=CHANNEL, kind=kind, event=event, dedup_id=dedup_id, chat_id=user_id)]
+    context = as_text(callback.get("context")) if event == "conversation_started" else None
+    return [InboundEvent(channel=CHANNEL, kind=kind, event=event, dedup_id=dedup_id, chat_id=user_id,
+                         context=context[:CONTEXT_MAX] if context else None)]
+
+
+def welcome_tracking_data(context: str) -> str:
+    """The ``tracking_data`` of a welcome message: the deep link's context, which Viber sends back with
+    the user's reply (and Baton makes the ``context`` variable of the process it starts)."""
+    return json.dumps({_CONTEXT_KEY: context}, ensure_ascii=False, separators=(",", ":"))
 
 
 def _message(token: str | None, callback: dict[str, Any]) -> InboundItem:
@@ -81,7 +93,8 @@ def _message(token: str | None, callback: dict[str, Any]) -> InboundItem:
         message_type, attachments = _content(kind, message)
     return InboundMessage(channel=CHANNEL, dedup_id=token, chat_id=sender_id, user_id=sender_id,
                           display_name=as_text(sender.get("name")), text=text, message_type=message_type,
-                          attachments=attachments, button_id=button_id)
+                          attachments=attachments, button_id=button_id,
+                          context=_tracked(message.get("tracking_data"), _CONTEXT_KEY))
 
 
 def _content(kind: str | None, message: dict[str, Any]) -> tuple[str, tuple[Attachment, ...]]:
@@ -100,6 +113,18 @@ def _content(kind: str | None, message: dict[str, Any]) -> tuple[str, tuple[Atta
         details = {"name": as_text(contact.get("name")), "phone_number": as_text(contact.get("phone_number"))}
         return "contact", (Attachment("contact", details={k: v for k, v in details.items() if v is not None}),)
     return UNSUPPORTED, ()
+
+
+def _tracked(tracking_data: Any, key: str) -> Any:
+    """What Baton's ``tracking_data`` holds under ``key`` (None when it is not Baton's JSON)."""
+    if not isinstance(tracking_data, str) or key not in tracking_data:
+        return None
+    try:
+        found = json.loads(tracking_data)
+    except (ValueError, RecursionError):
+        return None
+    value = found.get(key) if isinstance(found, dict) else None
+    return value if isinstance(value, str) else None
 
 
 def _pressed_button(text: str, tracking_data: Any) -> str | None:

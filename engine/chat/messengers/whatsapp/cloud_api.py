@@ -22,12 +22,13 @@ from engine.chat.messengers.connection import Connection, call, quote, refused, 
 from engine.chat.messengers.items import (NO_SECRET, InboundItem, InboundMessage, as_dict, as_int, as_list, as_text, header,
                                           hmac_sha256_hex, same_secret)
 from engine.chat.messengers.protocol import Addressed, InboundCall, Messenger
-from engine.chat.messengers.sending import (DEAD, OTHER, UNREACHABLE, WINDOW_CLOSED, RETRY, SENT, WAIT, Button, HttpRequest, OutboundCall, SendOutcome,
+from engine.chat.messengers.sending import (DEAD, OTHER, RETRY, SENT, UNREACHABLE, WAIT, WINDOW_CLOSED, Button, HttpRequest,
+                                            Media, OutboundCall, SendOutcome,
                                             answer_object, common_button_refusals, refuse_buttons, require_text,
                                             split_text, utf16_length)
 from engine.chat.messengers.settings import SettingsSpec, digits_setting, flag_setting, token_setting
 from engine.chat.messengers.whatsapp import notifications
-from engine.errors import BadRequestError, MessengerUnavailableError
+from engine.errors import BadRequestError, InvalidParamsError, MessengerUnavailableError, OutboundError
 from engine.outbound import OutboundHttp, OutboundResponse
 
 DEFAULT_API_URL = "https://graph.facebook.com/v21.0"
@@ -35,6 +36,7 @@ WEBHOOK_PATH = "/webhooks/whatsapp"
 SIGNATURE_HEADER = "X-Hub-Signature-256"
 TEXT_LIMIT = 4096
 INTERACTIVE_BODY_LIMIT = 1024
+CAPTION_LIMIT = 1024
 MAX_BUTTONS, BUTTON_TITLE_MAX, BUTTON_ID_MAX = 3, 20, 256
 RATE_LIMIT_WAIT_S = 60.0           # Meta gives no Retry-After for its rate-limit codes: wait a minute
 PAIR_RATE_CODE, PAIR_RATE_WAIT_S = 131056, 6.0   # the pair rate: about one message per 6 s to one customer
@@ -156,24 +158,50 @@ class WhatsApp(Messenger):
         ``metadata.phone_number_id``."""
         return notifications.parse(body)
 
+    def file_request(self, http: OutboundHttp, settings: Mapping[str, Any], source: str, *,
+                     api_url: str = DEFAULT_API_URL) -> HttpRequest:
+        """``GET /<media id>`` for the media's short-lived ``url``, then that URL, both with the
+        bearer token (Meta's media URLs need it)."""
+        checked = self.settings_spec.check(settings)
+        bearer = {"Authorization": f"Bearer {checked['access_token']}"}
+        if not source.isascii() or not source.isdigit():
+            raise OutboundError(f"{self.name} media ids are digits; '{source[:40]}' is not one.")
+        response = call(http, self.name, HttpRequest(
+            "GET", f"{api_url.rstrip('/')}/{source}?phone_number_id={checked['phone_number_id']}", bearer))
+        answer = answer_object(response)
+        if answer is None or (response.status >= 500 and "error" not in answer):
+            raise unavailable(self.name, response)
+        url = as_text(answer.get("url"))
+        if "error" in answer or not url:
+            raise OutboundError(f"{self.name} refused the media: {_reason(as_dict(answer.get('error')))}")
+        return HttpRequest("GET", url, bearer)
+
     # --- outbound -------------------------------------------------------------------------------------
 
-    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = ()) -> list[OutboundCall]:
+    def calls(self, chat_id: str, text: str, buttons: Sequence[Button] = (), media: Media | None = None
+              ) -> list[OutboundCall]:
         """``messages`` calls for one reply: text parts of at most 4096 characters cut at whitespace;
         with buttons the last part (re-split to at most 1024 characters, the interactive body's limit)
-        is an interactive reply-buttons message."""
+        is an interactive reply-buttons message. With a file: an ``image`` or ``document`` by ``link``
+        (Meta fetches it), the text as its caption when it fits 1024 characters and no buttons need an
+        interactive message, else the file first and the text after it."""
         refuse_buttons(self.name, self.button_refusals(buttons))
-        parts = split_text(require_text(text, self.name), TEXT_LIMIT)
+        text = require_text(text, self.name)
+        base = {"messaging_product": "whatsapp", "recipient_type": "individual", "to": chat_id}
+        file_call = None if media is None else _file_call(base, media)
+        if file_call is not None and not buttons and utf16_length(text) <= CAPTION_LIMIT:
+            file_call.payload[media.type]["caption"] = text
+            return [file_call]
+        parts = split_text(text, TEXT_LIMIT)
         if buttons and utf16_length(parts[-1]) > INTERACTIVE_BODY_LIMIT:
             parts[-1:] = split_text(parts[-1], INTERACTIVE_BODY_LIMIT)
-        base = {"messaging_product": "whatsapp", "recipient_type": "individual", "to": chat_id}
         made = [OutboundCall("messages", {**base, "type": "text", "text": {"preview_url": False, "body": part}})
                 for part in parts]
         if buttons:
             made[-1] = OutboundCall("messages", {**base, "type": "interactive", "interactive": {
                 "type": "button", "body": {"text": parts[-1]},
                 "action": {"buttons": [{"type": "reply", "reply": {"id": b.id, "title": b.title}} for b in buttons]}}})
-        return made
+        return made if file_call is None else [file_call, *made]
 
     def read_receipt(self, message: InboundMessage, settings: Mapping[str, Any]) -> OutboundCall | None:
         """With the channel's ``mark_read`` on: ``{"status": "read", "message_id": <wamid>}``."""
@@ -243,6 +271,16 @@ class WhatsApp(Messenger):
                 refusals.append(f"Button id '{button.id[:40]}' must be at most {BUTTON_ID_MAX} characters "
                                 "without spaces around it for WhatsApp.")
         return refusals
+
+
+def _file_call(base: dict[str, Any], media: Media) -> OutboundCall:
+    if media.type == "image":
+        return OutboundCall("messages", {**base, "type": "image", "image": {"link": media.url}})
+    if media.type != "document":
+        raise InvalidParamsError(f"WhatsApp cannot send an attachment of type '{media.type}'.",
+                                 data={"param": "attachment_type"})
+    return OutboundCall("messages", {**base, "type": "document",
+                                     "document": {"link": media.url, "filename": media.file_name}})
 
 
 def _reason(error: dict[str, Any]) -> str:

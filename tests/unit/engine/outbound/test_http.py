@@ -642,3 +642,33 @@ def test_retry_after_beyond_a_day_is_a_day_however_it_is_written():
 
 def test_retry_after_is_none_when_absent():
     assert answer_with({}).retry_after_s() is None
+
+
+# --- streamed answers (a file passed on to a caller) ---------------------------------------------------
+
+def test_stream_passes_the_body_on_in_chunks_within_the_limit(open_client, local):
+    with open_client.stream("GET", f"{local.base}/big?n=200000", max_bytes=200_000) as answer:
+        assert (answer.status, answer.declared_size) == (200, 200_000)
+        assert b"".join(answer.chunks()) == b"x" * 200_000
+
+
+def test_stream_refuses_an_answer_that_says_it_is_too_large_before_reading_it(open_client, local):
+    with pytest.raises(OutboundError) as refused:
+        open_client.stream("GET", f"{local.base}/big?n=200001", max_bytes=200_000)
+    assert "larger than 200000 bytes" in refused.value.message
+
+
+def test_stream_cuts_off_an_unsized_answer_that_grows_past_the_limit(open_client, local):
+    answer = open_client.stream("GET", f"{local.base}/big-unsized?n=300000", max_bytes=100_000)
+    received = []
+    with pytest.raises(OutboundError) as cut:
+        for chunk in answer.chunks():
+            received.append(chunk)
+    answer.close()
+    assert "larger than 100000 bytes" in cut.value.message
+    assert sum(map(len, received)) <= 100_000
+
+
+def test_stream_refuses_what_request_refuses(guarded_client, guard):
+    with pytest.raises(OutboundRefusedError):
+        guarded_client.stream("GET", "http://127.0.0.1:9/file", max_bytes=10)

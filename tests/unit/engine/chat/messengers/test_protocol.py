@@ -77,7 +77,7 @@ class Echo(Messenger):
     def button_refusals(self, buttons):
         return ["Echo has no buttons."] if buttons else []
 
-    def calls(self, chat_id, text, buttons=()):
+    def calls(self, chat_id, text, buttons=(), media=None):
         return [OutboundCall("say", {"to": chat_id, "text": text})]
 
     def request(self, settings, outbound, *, api_url):
