@@ -114,7 +114,7 @@ def test_an_escaped_script_cannot_see_another_tenants_variables(escapable):
     assert result["own"] is True  # the scan works: it finds what is in its own memory
     assert result["found"] == []  # ... and the secret nowhere it can read
     if escapable.launch.namespaced:
-        assert result["me"] not in (one,) and set(result["seen"]) <= {1, result["me"]}  # only its own namespace
+        assert set(result["seen"]) <= {1, result["me"]}  # its own pid namespace: bubblewrap's init and itself
     else:
         assert one not in result["readable"]  # non-dumpable: no other host's memory
     assert [h.tenant for h in escapable._hosts if h.alive()] == [1, 2]  # never the same host
