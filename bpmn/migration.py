@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from SpiffWorkflow.bpmn.specs.control import BoundaryEventSplit
 from SpiffWorkflow.bpmn.util.diff import SpecDiff, WorkflowDiff
 from SpiffWorkflow.util.task import TaskState
 
@@ -80,6 +81,15 @@ def _element_ids(spec) -> set[str]:
     return {ts.bpmn_id for ts in spec.task_specs.values() if ts.bpmn_id} if spec is not None else set()
 
 
+def _boundary_events(spec) -> list[str]:
+    """The ids of the boundary events attached to an element (SpiffWorkflow puts a
+    ``BoundaryEventSplit`` before it, whose other outputs are the events)."""
+    for parent in spec.inputs:
+        if isinstance(parent, BoundaryEventSplit):
+            return sorted(out.bpmn_id or out.name for out in parent.outputs if out is not spec)
+    return []
+
+
 @dataclass
 class Refusal:
     element_id: str
@@ -126,6 +136,12 @@ class Migration:
                     elif kind(new) != kind(spec):
                         refusals.setdefault(spec.bpmn_id, Refusal(
                             spec.bpmn_id, f"({where}) is a {kind(spec)} here and a {kind(new)} in the target version"))
+                    elif _boundary_events(new) != _boundary_events(spec):
+                        refusals.setdefault(spec.bpmn_id, Refusal(
+                            spec.bpmn_id, f"({where}) has other boundary events in the target version "
+                                          f"({', '.join(_boundary_events(new)) or 'none'} instead of "
+                                          f"{', '.join(_boundary_events(spec)) or 'none'}); they are set up when "
+                                          "the element opens, so migrate it once it has moved past"))
                 elif new is None:
                     refusals.setdefault(spec.bpmn_id, Refusal(
                         spec.bpmn_id, f"({kind(spec)}, passed and still read by the instance) is not in the "

@@ -17,8 +17,9 @@ TIMER = ('<bpmn:intermediateCatchEvent id="wait"><bpmn:timerEventDefinition>'
          '<bpmn:timeDuration>PT1H</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>')
 
 
-def specs_of(*elements: str) -> tuple:
-    return bpmn.load_spec(deploy.parse_definition(process("p", chain(*elements))).spec_json)
+def specs_of(*elements: str, beside: str = "") -> tuple:
+    """The specs of a process whose ``elements`` follow each other (``beside``: more XML, unchained)."""
+    return bpmn.load_spec(deploy.parse_definition(process("p", chain(*elements) + beside)).spec_json)
 
 
 def waiting_at(specs: tuple, script_engine) -> BpmnWorkflow:
@@ -88,3 +89,26 @@ def test_refusals_name_a_waiting_element_gone_or_of_another_kind(script_engine):
 
 def test_spec_diff_compares_through_the_private_method_spiff_internals_names():
     assert callable(getattr(SpecDiff, "_compare_task_specs", None))
+
+
+def boundary_timer(attached_to: str) -> str:
+    return (f'<bpmn:boundaryEvent id="late" attachedToRef="{attached_to}"><bpmn:timerEventDefinition>'
+            '<bpmn:timeDuration>PT1H</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:boundaryEvent>'
+            '<bpmn:endEvent id="late_end" /><bpmn:sequenceFlow id="f_late" sourceRef="late" targetRef="late_end" />')
+
+
+def test_a_waiting_element_that_gains_or_loses_boundary_events_is_refused(script_engine):
+    plain = ("startEvent:start", "userTask:review", "endEvent:end")
+    workflow = waiting_at(specs_of(*plain), script_engine)
+    gains = Migration(workflow, specs_of(*plain, beside=boundary_timer("review")), kind_of)
+    assert [str(r) for r in gains.refusals] == [
+        "'review' (the instance is at) has other boundary events in the target version (late instead of none); "
+        "they are set up when the element opens, so migrate it once it has moved past"]
+    guarded = waiting_at(specs_of(*plain, beside=boundary_timer("review")), script_engine)
+    loses = Migration(guarded, specs_of(*plain), kind_of)
+    assert "'late' (boundaryEvent, the instance is at) is not in the target version" in [str(r) for r in loses.refusals]
+    kept = Migration(guarded, specs_of("startEvent:start", "userTask:review", "manualTask:more", "endEvent:end",
+                                       beside=boundary_timer("review")), kind_of)
+    assert kept.refusals == []
+    kept.apply()
+    assert kept.leftovers() == []
