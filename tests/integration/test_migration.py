@@ -406,14 +406,10 @@ def placement(database_url: str, ids: list[int], v1_id: int, v2_id: int) -> dict
     return found
 
 
-def migrated_count(database_url: str, v2_id: int) -> int:
-    engine = create_engine(database_url)
-    try:
-        with engine.connect() as connection:
-            return connection.execute(text("SELECT count(*) FROM instances WHERE definition_id = :id"),
-                                      {"id": v2_id}).scalar_one()
-    finally:
-        engine.dispose()
+def migrated_count(engine, v2_id: int) -> int:
+    with engine.connect() as connection:
+        return connection.execute(text("SELECT count(*) FROM instances WHERE definition_id = :id"),
+                                  {"id": v2_id}).scalar_one()
 
 
 def test_kill_9_in_the_middle_of_a_bulk_migration_leaves_each_instance_whole_and_a_second_call_finishes(
@@ -437,9 +433,12 @@ def test_kill_9_in_the_middle_of_a_bulk_migration_leaves_each_instance_whole_and
 
         caller = threading.Thread(target=migrate)
         caller.start()
-        eventually(lambda: migrated_count(own_database, v2["definition_id"]), lambda count: count >= 3,
-                   timeout=60)
-        server.kill()
+        watcher = create_engine(own_database)  # one engine: a poll is a query, not a new connection pool
+        try:
+            eventually(lambda: migrated_count(watcher, v2["definition_id"]), lambda count: count >= 3, timeout=60)
+            server.kill()
+        finally:
+            watcher.dispose()
         caller.join(30)
         assert "answer" not in outcome  # the call was cut off ...
         first = placement(own_database, ids, v1["definition_id"], v2["definition_id"])
