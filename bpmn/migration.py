@@ -164,16 +164,20 @@ class Migration:
         self.workflow.subprocess_specs = self.new_subs
         for part, _diff, _new in self.parts:
             for task in list(part.tasks.values()):
-                if (task.id in part.tasks and task.has_state(AT_STATES)
-                        and all(child.has_state(_PREDICTED) for child in task.children)):
+                if task.id in part.tasks and task.has_state(AT_STATES) and spiff.can_repredict(task):
                     spiff.repredict(task)
 
     def leftovers(self) -> list[str]:
-        """Tasks still on a spec that is not the new version's (none, unless SpiffWorkflow's tree
-        holds something this module did not foresee): the caller refuses the migration."""
+        """Tasks still on a spec that is not the new version's, or predicted where the new version's
+        flows do not lead (none, unless SpiffWorkflow's tree holds something this module did not
+        foresee): the caller refuses the migration."""
         found = []
         for part, _diff, new in self.parts:
             for task in part.tasks.values():
-                if new.task_specs.get(task.task_spec.name) is not task.task_spec:
-                    found.append(task.task_spec.bpmn_id or task.task_spec.name)
+                spec = task.task_spec
+                if new.task_specs.get(spec.name) is not spec:
+                    found.append(spec.bpmn_id or spec.name)
+                elif (task.has_state(_PREDICTED) and not task.triggered and task.parent is not None
+                      and spec not in task.parent.task_spec.outputs):
+                    found.append(spec.bpmn_id or spec.name)  # a prediction the new flows do not make
         return sorted(set(found))

@@ -8,6 +8,7 @@ from SpiffWorkflow.util.task import TaskState
 
 import bpmn
 from bpmn import deploy
+from bpmn import spiff_internals as spiff
 from bpmn.migration import Migration, diff_definitions
 from bpmn.serializer import spec_registry
 from engine.runtime.outcome import kind_of
@@ -112,3 +113,40 @@ def test_a_waiting_element_that_gains_or_loses_boundary_events_is_refused(script
     assert kept.refusals == []
     kept.apply()
     assert kept.leftovers() == []
+
+
+MULTI = ('<bpmn:userTask id="approve"><bpmn:multiInstanceLoopCharacteristics>'
+         '<bpmn:loopDataInputRef>people</bpmn:loopDataInputRef><bpmn:inputDataItem id="person" />'
+         '</bpmn:multiInstanceLoopCharacteristics></bpmn:userTask>')
+
+
+def test_open_instances_of_a_multi_instance_task_migrate_and_finish_on_the_new_spec(script_engine):
+    workflow = BpmnWorkflow(*specs_of("startEvent:start", MULTI, "endEvent:end"), script_engine=script_engine)
+    workflow.get_tasks(state=TaskState.READY)[0].data.update({"people": ["ann", "bob"]})
+    workflow.do_engine_steps()
+    opened = workflow.get_tasks(state=TaskState.READY, manual=True)
+    assert len(opened) == 2
+    opened[0].run()  # one of the two approved before the move
+    workflow.do_engine_steps()
+    v2 = specs_of("startEvent:start", MULTI, "userTask:after", "endEvent:end")
+    migration = Migration(workflow, v2, kind_of)
+    assert migration.refusals == []
+    migration.apply()
+    assert migration.leftovers() == []
+    [left] = workflow.get_tasks(state=TaskState.READY, manual=True)
+    assert left.id == opened[1].id
+    left.run()
+    workflow.do_engine_steps()
+    assert [t.task_spec.name for t in workflow.get_tasks(state=TaskState.READY, manual=True)] == ["after"]
+
+
+def test_a_prediction_the_new_flows_do_not_make_is_reported(script_engine, monkeypatch):
+    """The safety net under ``apply``: were a waiting task's branch not predicted again (as a
+    multi-instance task's was, before ``can_repredict`` looked past its own instances), the
+    migration would be refused instead of skipping the new step."""
+    workflow = waiting_at(specs_of("startEvent:start", "userTask:review", "endEvent:end"), script_engine)
+    monkeypatch.setattr(spiff, "repredict", lambda task: None)
+    migration = Migration(workflow, specs_of("startEvent:start", "userTask:review", "userTask:new",
+                                             "endEvent:end"), kind_of)
+    migration.apply()
+    assert migration.leftovers() == ["end"]
