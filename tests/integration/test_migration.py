@@ -611,3 +611,24 @@ def test_process_migrate_is_its_own_permission_and_process_star_grants_it(server
     with pytest.raises(RpcError) as refused:
         reader.call("process.migrate", **params)
     assert refused.value.reason == "forbidden"
+
+
+MULTI = ('<bpmn:userTask id="approve"><bpmn:multiInstanceLoopCharacteristics>'
+         '<bpmn:loopDataInputRef>people</bpmn:loopDataInputRef><bpmn:inputDataItem id="person" />'
+         '</bpmn:multiInstanceLoopCharacteristics></bpmn:userTask>')
+
+
+def test_a_half_done_multi_instance_task_migrates_and_its_last_instance_leads_to_the_new_step(api, unique_code):
+    v1 = deploy(api, unique_code, chain("startEvent:start", MULTI, "endEvent:end"))
+    v2 = deploy(api, unique_code, chain("startEvent:start", MULTI, "userTask:after", "endEvent:end"))
+    instance_id = api.call("process.start", definition_id=v1["definition_id"],
+                           variables={"people": ["ann", "bob"]})["instance_id"]
+    first, second = eventually(lambda: open_tasks(api, instance_id), lambda tasks: len(tasks) == 2)
+    api.call("task.complete", task_id=first["task_id"], result={})
+    eventually(lambda: open_tasks(api, instance_id), lambda tasks: [t["task_id"] for t in tasks] == [second["task_id"]])
+    assert api.call("process.migrate", instance_ids=[instance_id],
+                    to_definition_id=v2["definition_id"])["results"][0]["status"] == "migrated"
+    api.call("task.complete", task_id=second["task_id"], result={})
+    after = waiting_task(api, instance_id, "after")
+    api.call("task.complete", task_id=after["task_id"], result={})
+    assert api.wait_for(instance_id)["status"] == "completed"
