@@ -632,3 +632,33 @@ def test_a_half_done_multi_instance_task_migrates_and_its_last_instance_leads_to
     after = waiting_task(api, instance_id, "after")
     api.call("task.complete", task_id=after["task_id"], result={})
     assert api.wait_for(instance_id)["status"] == "completed"
+
+
+def event_gateway(code: str, after_answer: str = "") -> tuple[str, str]:
+    extra = f'<bpmn:message id="m_answer" name="answered_{code}" />'
+    answered = ('<bpmn:intermediateCatchEvent id="answered"><bpmn:messageEventDefinition messageRef="m_answer" />'
+                '</bpmn:intermediateCatchEvent>')
+    late = ('<bpmn:intermediateCatchEvent id="late"><bpmn:timerEventDefinition><bpmn:timeDuration>PT1H'
+            '</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>')
+    body = (chain("startEvent:start", "eventBasedGateway:first", answered, *([after_answer] if after_answer else []),
+                  "endEvent:end_answered")
+            + late + '<bpmn:endEvent id="end_late" />'
+            + '<bpmn:sequenceFlow id="g1" sourceRef="first" targetRef="late" />'
+            + '<bpmn:sequenceFlow id="g2" sourceRef="late" targetRef="end_late" />')
+    return body, extra
+
+
+def test_an_instance_at_an_event_based_gateway_migrates_with_its_one_subscription(server, api, unique_code):
+    body1, extra = event_gateway(unique_code)
+    body2, _ = event_gateway(unique_code, "userTask:follow_up")
+    v1, v2 = deploy(api, unique_code, body1, extra), deploy(api, unique_code, body2, extra)
+    instance_id = api.call("process.start", definition_id=v1["definition_id"])["instance_id"]
+    [waiting] = eventually(lambda: api.call("process.status", instance_id=instance_id)["waiting_for"], bool)
+    before = snapshot(server, api, instance_id)["subscriptions"]
+    assert len(before) == 1
+    assert api.call("process.migrate", instance_ids=[instance_id],
+                    to_definition_id=v2["definition_id"])["results"][0]["status"] == "migrated"
+    assert api.call("process.status", instance_id=instance_id)["waiting_for"] == [waiting]  # due time kept
+    assert snapshot(server, api, instance_id)["subscriptions"] == before
+    assert api.call("message.correlate", name=f"answered_{unique_code}")["reached"] == [instance_id]
+    waiting_task(api, instance_id, "follow_up")
