@@ -228,7 +228,9 @@ def test_an_instance_already_on_the_target_answers_migrated_and_is_left_alone(se
 
 def message_catch(code: str, after: str = "") -> str:
     """Waits at a message catch event correlated by ``order``; ``after``: elements before the end."""
-    extra = f'<bpmn:message id="m_paid" name="paid_{code}" />'
+    extra = (f'<bpmn:message id="m_paid" name="paid_{code}" /><bpmn:correlationProperty id="order_id">'
+             '<bpmn:correlationPropertyRetrievalExpression messageRef="m_paid"><bpmn:formalExpression>order_id'
+             '</bpmn:formalExpression></bpmn:correlationPropertyRetrievalExpression></bpmn:correlationProperty>')
     catch = ('<bpmn:intermediateCatchEvent id="paid"><bpmn:messageEventDefinition messageRef="m_paid" />'
              '</bpmn:intermediateCatchEvent>')
     return chain("startEvent:start", catch, *([after] if after else []), "endEvent:end"), extra
@@ -238,22 +240,29 @@ def test_a_migrated_instance_keeps_one_subscription_and_the_message_reaches_it_o
     body1, extra = message_catch(unique_code)
     body2, _ = message_catch(unique_code, "userTask:follow_up")
     v1, v2 = deploy(api, unique_code, body1, extra), deploy(api, unique_code, body2, extra)
-    instance_id = api.call("process.start", definition_id=v1["definition_id"])["instance_id"]
-    eventually(lambda: api.call("process.status", instance_id=instance_id)["waiting_for"], bool)
+    instance_id, other = (api.call("process.start", definition_id=v1["definition_id"],
+                                   variables={"order_id": order})["instance_id"] for order in ("A-1", "B-2"))
+    [waiting] = eventually(lambda: api.call("process.status", instance_id=instance_id)["waiting_for"], bool)
+    assert waiting["correlation"] == {"order_id": "A-1"}
     before = snapshot(server, api, instance_id)["subscriptions"]
     assert [name for _id, name in before] == [f"paid_{unique_code}"]
 
-    assert api.call("process.migrate", instance_ids=[instance_id],
-                    to_definition_id=v2["definition_id"])["results"][0]["status"] == "migrated"
+    results = api.call("process.migrate", instance_ids=[instance_id, other],
+                       to_definition_id=v2["definition_id"])["results"]
+    assert [r["status"] for r in results] == ["migrated", "migrated"]
+    assert api.call("process.status", instance_id=instance_id)["waiting_for"] == [waiting]  # correlation kept
     assert snapshot(server, api, instance_id)["subscriptions"] == before  # the same row, not a second one
-    answer = api.call("message.correlate", name=f"paid_{unique_code}", variables={"paid": True})
-    assert answer["reached"] == [instance_id]  # once: one subscription, one delivery
+    answer = api.call("message.correlate", name=f"paid_{unique_code}", correlation={"order_id": "A-1"},
+                      variables={"paid": True})
+    assert answer["reached"] == [instance_id]  # once: one subscription, one delivery, the right instance
     follow_up = waiting_task(api, instance_id, "follow_up")
     assert follow_up["definition_id"] == v2["definition_id"]
     assert snapshot(server, api, instance_id)["subscriptions"] == []
     with pytest.raises(RpcError) as nobody:  # nothing waits for it any more
-        api.call("message.correlate", name=f"paid_{unique_code}", all=True)
+        api.call("message.correlate", name=f"paid_{unique_code}", correlation={"order_id": "A-1"})
     assert nobody.value.reason == "conflict"
+    assert api.call("message.correlate", name=f"paid_{unique_code}",
+                    correlation={"order_id": "B-2"})["reached"] == [other]
 
 
 def test_an_instance_inside_a_started_call_activity_migrates_and_returns_to_the_new_version(api, unique_code):
