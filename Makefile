@@ -32,8 +32,10 @@ client: install
 run: install
 	$(BIN)/flask --app app serve
 
+# On every core (pytest-xdist): each test file runs whole on one worker, so a file's server and
+# database are started once; tests never share a port or a database (tests/harness.py).
 test: install browser
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist loadfile
 
 # The console's browser tests drive Debian's Chromium (Playwright never downloads a browser):
 # installed here when it is missing and this user may (root); otherwise they skip, saying why

@@ -9,13 +9,13 @@ with the sandbox's own rules, so only the use cases that deploy load the sandbox
 from bpmn.events import (awaited_correlation, message_event, refresh_conditions, signal_event, start_at,
                          thrown_events)
 from bpmn.serializer import load_spec, make_serializer, workflow_from_json, workflow_to_json
-from bpmn.specs import all_task_specs, operators_used
+from bpmn.specs import all_task_specs, answer, any_task_spec, operators_used
 from bpmn import spiff_internals
 from bpmn.cron import cron_next_after
 from bpmn.external import complete_external_task, is_external_task, throw_bpmn_error, waiting_external_tasks
 from bpmn.task_throws import boundary_catchers, throw_at_task
 
-__all__ = ["all_task_specs", "awaited_correlation", "boundary_catchers", "throw_at_task", "complete_external_task", "cron_next_after",
+__all__ = ["all_task_specs", "answer", "any_task_spec", "awaited_correlation", "boundary_catchers", "throw_at_task", "complete_external_task", "cron_next_after",
            "is_external_task", "load_spec", "make_serializer", "message_event", "operators_used", "refresh_conditions",
            "signal_event",
            "spiff_internals", "start_at", "throw_bpmn_error", "thrown_events", "waiting_external_tasks",

@@ -80,7 +80,7 @@ def _definition(uow: UnitOfWork, tenant_id: int, definition_id: int, param: str)
     found = uow.execute(select(Definition).where(Definition.tenant_id == tenant_id,
                                                  Definition.id == definition_id)).scalar_one_or_none()
     if found is None:
-        raise NotFoundError(f"Definition {definition_id} not found.", data={"param": param})
+        raise NotFoundError(f"Definition {definition_id} not found ({param}).")
     return found
 
 

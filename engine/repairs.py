@@ -40,6 +40,8 @@ def set_variables(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, vari
         raise ConflictError(f"Instance {instance_id} has not run its first step yet; set its variables when it "
                             "has (or pass them to process.retry).")
     workflow = repairs.restored(instance.state, _specs(uow, specs, instance))
+    if not variables and not remove:  # nothing to change, as Camunda's empty modification: no event either
+        return {"instance_id": instance.id, "variables": current_variables(workflow)}
     after = repairs.set_variables(workflow, variables, remove)
     uow.execute(update(Instance).where(Instance.id == instance.id)
                 .values(state=workflows.dump_workflow(workflow), variables=current_variables(workflow),

@@ -31,7 +31,10 @@ def _assignee(ctx, params):
     if "assignee" not in params:
         return tasks.ANYONE
     user = params["assignee"]
-    return task_holders.user_of_key(ctx.principal) if user == ME else user
+    if user == ME and not ctx.principal.user:
+        raise InvalidParamsError("'assignee': 'me' needs a key that stands for a user (apikey.create with 'user'); "
+                                 "this key stands for nobody.", data={"param": "assignee"})
+    return ctx.principal.user if user == ME else user
 
 
 def _audience(ctx, params, status):

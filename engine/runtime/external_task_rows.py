@@ -9,7 +9,7 @@ from __future__ import annotations
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from sqlalchemy import insert, select, update
 
-from bpmn import all_task_specs, is_external_task, waiting_external_tasks
+from bpmn import any_task_spec, is_external_task, waiting_external_tasks
 from engine.jobs.wakers import EXTERNAL_TASKS
 from engine.store.db import utcnow
 from engine.store.models import ExternalTask
@@ -20,7 +20,7 @@ _FREED = {"worker_id": None, "lock_expires_at": None}
 
 def may_have_external_tasks(specs: tuple) -> bool:
     """Whether external-task rows can exist for this process at all (else the save skips the sync)."""
-    return any(is_external_task(ts) for ts in all_task_specs(*specs))
+    return any_task_spec(is_external_task, *specs)
 
 
 class ExternalTaskRows:

@@ -15,7 +15,7 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 from sqlalchemy import select, update
 
-from bpmn import all_task_specs
+from bpmn import any_task_spec
 from engine.jobs.kinds import REPAIR
 from engine.outbound import delivery
 from engine.runtime.task_assignment import add_audience, audience, evaluate_assignment, form_id_for
@@ -31,7 +31,7 @@ CRM_WEBHOOK = "crm_webhook"
 
 def may_open_tasks(specs: tuple) -> bool:
     """Whether task rows can exist for this process at all (else the save skips the sync)."""
-    return any(is_human(ts) for ts in all_task_specs(*specs))
+    return any_task_spec(is_human, *specs)
 
 
 def is_human(task_spec) -> bool:

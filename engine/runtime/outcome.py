@@ -16,7 +16,7 @@ from SpiffWorkflow.bpmn.specs.mixins.events.end_event import EndEvent
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from SpiffWorkflow.util.task import TaskState
 
-from bpmn import all_task_specs, awaited_correlation, is_external_task, spiff_internals
+from bpmn import all_task_specs, answer, awaited_correlation, is_external_task, spiff_internals
 from engine.store import pruning, workflows
 from engine.store.db import iso
 
@@ -136,16 +136,27 @@ def current_variables(workflow: BpmnWorkflow) -> dict[str, Any]:
     return merged
 
 
+def _end_events_output_keys(spec, subprocess_specs: dict) -> dict[int, list[str]]:
+    """id of each end event spec that names ``output_keys`` -> the keys it names."""
+    named = {}
+    for task_spec in all_task_specs(spec, subprocess_specs):
+        raw = task_spec.extensions.get("properties", {}).get("output_keys") if isinstance(task_spec, EndEvent) else None
+        keys = [k.strip() for k in raw.split(",") if k.strip()] if raw else []
+        if keys:
+            named[id(task_spec)] = keys
+    return named
+
+
 def _output_keys(workflow: BpmnWorkflow) -> list[str] | None:
-    if not any(isinstance(ts, EndEvent) and ts.extensions.get("properties", {}).get("output_keys")
-               for ts in all_task_specs(workflow.spec, workflow.subprocess_specs)):
-        return None  # no end event names any (a walk of the whole task tree otherwise)
+    """The keys named by the completed end events of a completed workflow's own tree (a completed
+    subprocess's end events answer to their subprocess, as SpiffWorkflow's task iterator has it)."""
+    named = answer(_end_events_output_keys, workflow.spec, workflow.subprocess_specs)
+    if not named:
+        return None  # no end event names any (a walk of the task tree otherwise)
     keys: list[str] = []
-    for task in workflow.get_tasks(state=TaskState.COMPLETED):
-        if isinstance(task.task_spec, EndEvent):
-            raw = task.task_spec.extensions.get("properties", {}).get("output_keys")
-            if raw:
-                keys.extend(k.strip() for k in raw.split(",") if k.strip())
+    for task in workflow.tasks.values():
+        if id(task.task_spec) in named and task.state == TaskState.COMPLETED:
+            keys.extend(named[id(task.task_spec)])
     return list(dict.fromkeys(keys)) or None
 
 

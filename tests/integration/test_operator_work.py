@@ -205,7 +205,7 @@ def test_assign_needs_its_permission_and_hands_over_or_releases(server, api, rev
     for bad in (5, "", "a,b"):
         with pytest.raises(RpcError) as caught:
             lead.call("task.assign", task_id=task_id, user=bad)
-        assert caught.value.reason == "invalid_params" and caught.value.data["key"] == "no_user"
+        assert caught.value.reason == "invalid_params" and caught.value.data["param"] == "user"
     with pytest.raises(RpcError) as caught:
         lead.call("task.assign", task_id=task_id)
     assert caught.value.reason == "invalid_params"
@@ -250,7 +250,7 @@ def test_inbox_filters_mine_candidate_group_assignee_and_unassigned(server, api,
 @pytest.mark.parametrize("params, param", [
     ({"mine": True, "status": "completed"}, "mine"), ({"overdue": "yes"}, "overdue"),
     ({"sort": "name"}, "sort"), ({"assignee": 3}, "assignee"), ({"candidate_group": ["a"]}, "candidate_group"),
-    ({"mine": True}, "mine"), ({"assignee": "me"}, "user"),
+    ({"mine": True}, "mine"), ({"assignee": "me"}, "assignee"),
 ])
 def test_bad_inbox_filters_are_refused_naming_the_parameter(api, params, param):
     with pytest.raises(RpcError) as caught:
