@@ -150,3 +150,13 @@ def test_a_prediction_the_new_flows_do_not_make_is_reported(script_engine, monke
                                              "endEvent:end"), kind_of)
     migration.apply()
     assert migration.leftovers() == ["end"]
+
+
+def test_diff_definitions_reaches_into_embedded_subprocesses():
+    def with_sub(*inner: str) -> tuple:
+        sub = f'<bpmn:subProcess id="sub">{chain(*inner)}</bpmn:subProcess>'
+        return specs_of("startEvent:start", sub, "endEvent:end")
+
+    v1 = with_sub("startEvent:sub_start", "userTask:inner", "endEvent:sub_end")
+    v2 = with_sub("startEvent:sub_start", "userTask:inner", "userTask:inner_more", "endEvent:sub_end")
+    assert diff_definitions(v1, v2) == {"added": ["inner_more"], "removed": [], "changed": ["inner", "sub_end"]}
