@@ -303,6 +303,14 @@ def test_a_call_activity_the_instance_runs_below_must_stay(api, unique_code):
     assert result["status"] == "refused"
     assert result["reason"] == ("element 'call' (callActivity, running below the instance) is not in the "
                                 "target version")
+    other = "other_" + uuid.uuid4().hex[:8]
+    deploy(api, other, chain("startEvent:start", "userTask:inner", "endEvent:end"))
+    v3 = deploy(api, unique_code, chain("startEvent:start", f'<bpmn:callActivity id="call" calledElement="{other}" />',
+                                        "endEvent:end"))
+    [result] = api.call("process.migrate", instance_ids=[instance_id],
+                        to_definition_id=v3["definition_id"])["results"]
+    assert result["reason"] == (f"element 'call' (callActivity) runs process '{callee}', which the target version "
+                                "does not run there")
 
 
 def test_a_waiting_timer_keeps_its_due_time(api, unique_code):
