@@ -29,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from SpiffWorkflow.bpmn.specs.control import BoundaryEventSplit
 from SpiffWorkflow.bpmn.util.diff import SpecDiff, WorkflowDiff
 from SpiffWorkflow.util.task import TaskState
 
@@ -80,6 +81,15 @@ def _element_ids(spec) -> set[str]:
     return {ts.bpmn_id for ts in spec.task_specs.values() if ts.bpmn_id} if spec is not None else set()
 
 
+def _boundary_events(spec) -> list[str]:
+    """The ids of the boundary events attached to an element (SpiffWorkflow puts a
+    ``BoundaryEventSplit`` before it, whose other outputs are the events)."""
+    for parent in spec.inputs:
+        if isinstance(parent, BoundaryEventSplit):
+            return sorted(out.bpmn_id or out.name for out in parent.outputs if out is not spec)
+    return []
+
+
 @dataclass
 class Refusal:
     element_id: str
@@ -126,6 +136,12 @@ class Migration:
                     elif kind(new) != kind(spec):
                         refusals.setdefault(spec.bpmn_id, Refusal(
                             spec.bpmn_id, f"({where}) is a {kind(spec)} here and a {kind(new)} in the target version"))
+                    elif _boundary_events(new) != _boundary_events(spec):
+                        refusals.setdefault(spec.bpmn_id, Refusal(
+                            spec.bpmn_id, f"({where}) has other boundary events in the target version "
+                                          f"({', '.join(_boundary_events(new)) or 'none'} instead of "
+                                          f"{', '.join(_boundary_events(spec)) or 'none'}); they are set up when "
+                                          "the element opens, so migrate it once it has moved past"))
                 elif new is None:
                     refusals.setdefault(spec.bpmn_id, Refusal(
                         spec.bpmn_id, f"({kind(spec)}, passed and still read by the instance) is not in the "
@@ -148,16 +164,20 @@ class Migration:
         self.workflow.subprocess_specs = self.new_subs
         for part, _diff, _new in self.parts:
             for task in list(part.tasks.values()):
-                if (task.id in part.tasks and task.has_state(AT_STATES)
-                        and all(child.has_state(_PREDICTED) for child in task.children)):
+                if task.id in part.tasks and task.has_state(AT_STATES) and spiff.can_repredict(task):
                     spiff.repredict(task)
 
     def leftovers(self) -> list[str]:
-        """Tasks still on a spec that is not the new version's (none, unless SpiffWorkflow's tree
-        holds something this module did not foresee): the caller refuses the migration."""
+        """Tasks still on a spec that is not the new version's, or predicted where the new version's
+        flows do not lead (none, unless SpiffWorkflow's tree holds something this module did not
+        foresee): the caller refuses the migration."""
         found = []
         for part, _diff, new in self.parts:
             for task in part.tasks.values():
-                if new.task_specs.get(task.task_spec.name) is not task.task_spec:
-                    found.append(task.task_spec.bpmn_id or task.task_spec.name)
+                spec = task.task_spec
+                if new.task_specs.get(spec.name) is not spec:
+                    found.append(spec.bpmn_id or spec.name)
+                elif (task.has_state(_PREDICTED) and not task.triggered and task.parent is not None
+                      and spec not in task.parent.task_spec.outputs):
+                    found.append(spec.bpmn_id or spec.name)  # a prediction the new flows do not make
         return sorted(set(found))

@@ -175,15 +175,27 @@ def state_changes_log_as_spiffworkflow_does() -> None:
 
 # --- moving a workflow onto another version of its spec (bpmn.migration) ----------------------------
 
+PREDICTED = TaskState.PREDICTED_MASK | TaskState.FUTURE  # what prediction made and may make again
+
+
+def can_repredict(task) -> bool:
+    """A task whose children are all predicted, or added by the task itself (``triggered``: the
+    instances of a multi-instance task, a caught event's path): predicting it again changes none
+    of them. (A boundary split's children are the task and its events, which wait: it is not.)"""
+    return all(child.triggered or child.has_state(PREDICTED) for child in task.children)
+
+
 def repredict(task) -> None:
     """Predict again, from the task's (new) spec, the branch below a task that waits or runs,
     keeping the task itself: its id, state, data and internal data (a timer's due time, an AI
     dialog's turn). SpiffWorkflow's ``migrate_workflow`` resets such a task instead
     (``Task.reset_branch``: internal data cleared, a new due time, a task opened again); this is its
-    prediction half alone: the predicted descendants go, and ``TaskSpec._predict`` runs on the task
-    as on a definite task (FUTURE) before its state is put back, without a state change logged."""
+    prediction half alone: the predicted children (not those the task added itself) go with their
+    branches, and ``TaskSpec._predict`` runs on the task as on a definite task (FUTURE) before its
+    state is put back, without a state change logged. Only for a task that ``can_repredict``."""
     state = task.state
-    task._drop_children(force=True)
+    for child in [c for c in task.children if not c.triggered and c.has_state(PREDICTED)]:
+        task.workflow._remove_task(child.id)  # with its own predicted branch
     task._state = TaskState.FUTURE
     task.task_spec._predict(task, mask=TaskState.PREDICTED_MASK | TaskState.FUTURE)
     task._state = state

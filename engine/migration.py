@@ -28,6 +28,7 @@ import logging
 from typing import Any
 
 from SpiffWorkflow.bpmn.script_engine import PythonScriptEngine
+from SpiffWorkflow.bpmn.script_engine.python_environment import BasePythonScriptEngineEnvironment
 from sqlalchemy import select, update
 
 from bpmn.migration import Migration, diff_definitions
@@ -46,12 +47,27 @@ MIGRATED, REFUSED, WOULD_MIGRATE = "migrated", "refused", "would_migrate"
 _ENDED = ("completed", "cancelled")
 
 
+class _NoCode(BasePythonScriptEngineEnvironment):
+    """The environment of ``_NoScripts``: code that reaches it directly (a message's correlation
+    expression, ``bpmn.events.correlation_values``) is refused, never evaluated."""
+
+    def evaluate(self, expression, context, external_context=None):
+        raise BatonError("A workflow being migrated evaluates no expression.")
+
+    def execute(self, script, context, external_context=None):
+        raise BatonError("A workflow being migrated runs no script.")
+
+
 class _NoScripts(PythonScriptEngine):
     """The script engine a workflow is restored with to be moved, never to run: moving runs no
-    script nor condition (a restore needs an engine; SpiffWorkflow's default would run anything)."""
+    script nor condition (a restore needs an engine; SpiffWorkflow's default, and its default
+    environment, would run anything with full builtins)."""
+
+    def __init__(self):
+        super().__init__(environment=_NoCode())
 
     def evaluate(self, task, expression, external_context=None):
-        raise BatonError("A workflow being migrated runs no expression.")
+        raise BatonError("A workflow being migrated evaluates no expression.")
 
     def execute(self, task, script, external_context=None):
         raise BatonError("A workflow being migrated runs no script.")
@@ -200,9 +216,19 @@ def _write(uow: UnitOfWork, tenant_id: int, row, target: Definition, workflow, p
     if row.status == "running":
         if outcome.status != "running":
             raise BatonError(f"Instance {row.id} would not be running after the migration.")
-        claimed = {entry.get("element_id") for entry in row.waiting_for or [] if entry.get(QUEUED)}
-        waiting_for = [{**entry, QUEUED: True} if entry["element_id"] in claimed else entry
-                       for entry in outcome.waiting_for]
+        # What an element waits for is as it was: the element and its task are the same. The
+        # correlation values were computed by the sandbox when it began to wait (here no code
+        # runs), and a message already accepted for it keeps its claim.
+        before = {entry.get("element_id"): entry for entry in row.waiting_for or []}
+        waiting_for = []
+        for entry in outcome.waiting_for:
+            old = before.get(entry["element_id"], {})
+            entry = {k: v for k, v in entry.items() if k != "correlation"}
+            if old.get("correlation"):
+                entry["correlation"] = old["correlation"]
+            if old.get(QUEUED):
+                entry[QUEUED] = True
+            waiting_for.append(entry)
         values["waiting_for"] = waiting_for
     moved = uow.execute(update(Instance).where(Instance.id == row.id, Instance.revision == row.revision)
                         .values(**values)).rowcount

@@ -228,7 +228,9 @@ def test_an_instance_already_on_the_target_answers_migrated_and_is_left_alone(se
 
 def message_catch(code: str, after: str = "") -> str:
     """Waits at a message catch event correlated by ``order``; ``after``: elements before the end."""
-    extra = f'<bpmn:message id="m_paid" name="paid_{code}" />'
+    extra = (f'<bpmn:message id="m_paid" name="paid_{code}" /><bpmn:correlationProperty id="order_id">'
+             '<bpmn:correlationPropertyRetrievalExpression messageRef="m_paid"><bpmn:formalExpression>order_id'
+             '</bpmn:formalExpression></bpmn:correlationPropertyRetrievalExpression></bpmn:correlationProperty>')
     catch = ('<bpmn:intermediateCatchEvent id="paid"><bpmn:messageEventDefinition messageRef="m_paid" />'
              '</bpmn:intermediateCatchEvent>')
     return chain("startEvent:start", catch, *([after] if after else []), "endEvent:end"), extra
@@ -238,22 +240,29 @@ def test_a_migrated_instance_keeps_one_subscription_and_the_message_reaches_it_o
     body1, extra = message_catch(unique_code)
     body2, _ = message_catch(unique_code, "userTask:follow_up")
     v1, v2 = deploy(api, unique_code, body1, extra), deploy(api, unique_code, body2, extra)
-    instance_id = api.call("process.start", definition_id=v1["definition_id"])["instance_id"]
-    eventually(lambda: api.call("process.status", instance_id=instance_id)["waiting_for"], bool)
+    instance_id, other = (api.call("process.start", definition_id=v1["definition_id"],
+                                   variables={"order_id": order})["instance_id"] for order in ("A-1", "B-2"))
+    [waiting] = eventually(lambda: api.call("process.status", instance_id=instance_id)["waiting_for"], bool)
+    assert waiting["correlation"] == {"order_id": "A-1"}
     before = snapshot(server, api, instance_id)["subscriptions"]
     assert [name for _id, name in before] == [f"paid_{unique_code}"]
 
-    assert api.call("process.migrate", instance_ids=[instance_id],
-                    to_definition_id=v2["definition_id"])["results"][0]["status"] == "migrated"
+    results = api.call("process.migrate", instance_ids=[instance_id, other],
+                       to_definition_id=v2["definition_id"])["results"]
+    assert [r["status"] for r in results] == ["migrated", "migrated"]
+    assert api.call("process.status", instance_id=instance_id)["waiting_for"] == [waiting]  # correlation kept
     assert snapshot(server, api, instance_id)["subscriptions"] == before  # the same row, not a second one
-    answer = api.call("message.correlate", name=f"paid_{unique_code}", variables={"paid": True})
-    assert answer["reached"] == [instance_id]  # once: one subscription, one delivery
+    answer = api.call("message.correlate", name=f"paid_{unique_code}", correlation={"order_id": "A-1"},
+                      variables={"paid": True})
+    assert answer["reached"] == [instance_id]  # once: one subscription, one delivery, the right instance
     follow_up = waiting_task(api, instance_id, "follow_up")
     assert follow_up["definition_id"] == v2["definition_id"]
     assert snapshot(server, api, instance_id)["subscriptions"] == []
     with pytest.raises(RpcError) as nobody:  # nothing waits for it any more
-        api.call("message.correlate", name=f"paid_{unique_code}", all=True)
+        api.call("message.correlate", name=f"paid_{unique_code}", correlation={"order_id": "A-1"})
     assert nobody.value.reason == "conflict"
+    assert api.call("message.correlate", name=f"paid_{unique_code}",
+                    correlation={"order_id": "B-2"})["reached"] == [other]
 
 
 def test_an_instance_inside_a_started_call_activity_migrates_and_returns_to_the_new_version(api, unique_code):
@@ -294,6 +303,14 @@ def test_a_call_activity_the_instance_runs_below_must_stay(api, unique_code):
     assert result["status"] == "refused"
     assert result["reason"] == ("element 'call' (callActivity, running below the instance) is not in the "
                                 "target version")
+    other = "other_" + uuid.uuid4().hex[:8]
+    deploy(api, other, chain("startEvent:start", "userTask:inner", "endEvent:end"))
+    v3 = deploy(api, unique_code, chain("startEvent:start", f'<bpmn:callActivity id="call" calledElement="{other}" />',
+                                        "endEvent:end"))
+    [result] = api.call("process.migrate", instance_ids=[instance_id],
+                        to_definition_id=v3["definition_id"])["results"]
+    assert result["reason"] == (f"element 'call' (callActivity) runs process '{callee}', which the target version "
+                                "does not run there")
 
 
 def test_a_waiting_timer_keeps_its_due_time(api, unique_code):
@@ -406,14 +423,10 @@ def placement(database_url: str, ids: list[int], v1_id: int, v2_id: int) -> dict
     return found
 
 
-def migrated_count(database_url: str, v2_id: int) -> int:
-    engine = create_engine(database_url)
-    try:
-        with engine.connect() as connection:
-            return connection.execute(text("SELECT count(*) FROM instances WHERE definition_id = :id"),
-                                      {"id": v2_id}).scalar_one()
-    finally:
-        engine.dispose()
+def migrated_count(engine, v2_id: int) -> int:
+    with engine.connect() as connection:
+        return connection.execute(text("SELECT count(*) FROM instances WHERE definition_id = :id"),
+                                  {"id": v2_id}).scalar_one()
 
 
 def test_kill_9_in_the_middle_of_a_bulk_migration_leaves_each_instance_whole_and_a_second_call_finishes(
@@ -437,9 +450,12 @@ def test_kill_9_in_the_middle_of_a_bulk_migration_leaves_each_instance_whole_and
 
         caller = threading.Thread(target=migrate)
         caller.start()
-        eventually(lambda: migrated_count(own_database, v2["definition_id"]), lambda count: count >= 3,
-                   timeout=60)
-        server.kill()
+        watcher = create_engine(own_database)  # one engine: a poll is a query, not a new connection pool
+        try:
+            eventually(lambda: migrated_count(watcher, v2["definition_id"]), lambda count: count >= 3, timeout=60)
+            server.kill()
+        finally:
+            watcher.dispose()
         caller.join(30)
         assert "answer" not in outcome  # the call was cut off ...
         first = placement(own_database, ids, v1["definition_id"], v2["definition_id"])
@@ -612,3 +628,54 @@ def test_process_migrate_is_its_own_permission_and_process_star_grants_it(server
     with pytest.raises(RpcError) as refused:
         reader.call("process.migrate", **params)
     assert refused.value.reason == "forbidden"
+
+
+MULTI = ('<bpmn:userTask id="approve"><bpmn:multiInstanceLoopCharacteristics>'
+         '<bpmn:loopDataInputRef>people</bpmn:loopDataInputRef><bpmn:inputDataItem id="person" />'
+         '</bpmn:multiInstanceLoopCharacteristics></bpmn:userTask>')
+
+
+def test_a_half_done_multi_instance_task_migrates_and_its_last_instance_leads_to_the_new_step(api, unique_code):
+    v1 = deploy(api, unique_code, chain("startEvent:start", MULTI, "endEvent:end"))
+    v2 = deploy(api, unique_code, chain("startEvent:start", MULTI, "userTask:after", "endEvent:end"))
+    instance_id = api.call("process.start", definition_id=v1["definition_id"],
+                           variables={"people": ["ann", "bob"]})["instance_id"]
+    first, second = eventually(lambda: open_tasks(api, instance_id), lambda tasks: len(tasks) == 2)
+    api.call("task.complete", task_id=first["task_id"], result={})
+    eventually(lambda: open_tasks(api, instance_id), lambda tasks: [t["task_id"] for t in tasks] == [second["task_id"]])
+    assert api.call("process.migrate", instance_ids=[instance_id],
+                    to_definition_id=v2["definition_id"])["results"][0]["status"] == "migrated"
+    api.call("task.complete", task_id=second["task_id"], result={})
+    after = waiting_task(api, instance_id, "after")
+    api.call("task.complete", task_id=after["task_id"], result={})
+    assert api.wait_for(instance_id)["status"] == "completed"
+
+
+def event_gateway(code: str, after_answer: str = "") -> tuple[str, str]:
+    extra = f'<bpmn:message id="m_answer" name="answered_{code}" />'
+    answered = ('<bpmn:intermediateCatchEvent id="answered"><bpmn:messageEventDefinition messageRef="m_answer" />'
+                '</bpmn:intermediateCatchEvent>')
+    late = ('<bpmn:intermediateCatchEvent id="late"><bpmn:timerEventDefinition><bpmn:timeDuration>PT1H'
+            '</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>')
+    body = (chain("startEvent:start", "eventBasedGateway:first", answered, *([after_answer] if after_answer else []),
+                  "endEvent:end_answered")
+            + late + '<bpmn:endEvent id="end_late" />'
+            + '<bpmn:sequenceFlow id="g1" sourceRef="first" targetRef="late" />'
+            + '<bpmn:sequenceFlow id="g2" sourceRef="late" targetRef="end_late" />')
+    return body, extra
+
+
+def test_an_instance_at_an_event_based_gateway_migrates_with_its_one_subscription(server, api, unique_code):
+    body1, extra = event_gateway(unique_code)
+    body2, _ = event_gateway(unique_code, "userTask:follow_up")
+    v1, v2 = deploy(api, unique_code, body1, extra), deploy(api, unique_code, body2, extra)
+    instance_id = api.call("process.start", definition_id=v1["definition_id"])["instance_id"]
+    [waiting] = eventually(lambda: api.call("process.status", instance_id=instance_id)["waiting_for"], bool)
+    before = snapshot(server, api, instance_id)["subscriptions"]
+    assert len(before) == 1
+    assert api.call("process.migrate", instance_ids=[instance_id],
+                    to_definition_id=v2["definition_id"])["results"][0]["status"] == "migrated"
+    assert api.call("process.status", instance_id=instance_id)["waiting_for"] == [waiting]  # due time kept
+    assert snapshot(server, api, instance_id)["subscriptions"] == before
+    assert api.call("message.correlate", name=f"answered_{unique_code}")["reached"] == [instance_id]
+    waiting_task(api, instance_id, "follow_up")

@@ -8,6 +8,7 @@ from SpiffWorkflow.util.task import TaskState
 
 import bpmn
 from bpmn import deploy
+from bpmn import spiff_internals as spiff
 from bpmn.migration import Migration, diff_definitions
 from bpmn.serializer import spec_registry
 from engine.runtime.outcome import kind_of
@@ -17,8 +18,9 @@ TIMER = ('<bpmn:intermediateCatchEvent id="wait"><bpmn:timerEventDefinition>'
          '<bpmn:timeDuration>PT1H</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:intermediateCatchEvent>')
 
 
-def specs_of(*elements: str) -> tuple:
-    return bpmn.load_spec(deploy.parse_definition(process("p", chain(*elements))).spec_json)
+def specs_of(*elements: str, beside: str = "") -> tuple:
+    """The specs of a process whose ``elements`` follow each other (``beside``: more XML, unchained)."""
+    return bpmn.load_spec(deploy.parse_definition(process("p", chain(*elements) + beside)).spec_json)
 
 
 def waiting_at(specs: tuple, script_engine) -> BpmnWorkflow:
@@ -88,3 +90,73 @@ def test_refusals_name_a_waiting_element_gone_or_of_another_kind(script_engine):
 
 def test_spec_diff_compares_through_the_private_method_spiff_internals_names():
     assert callable(getattr(SpecDiff, "_compare_task_specs", None))
+
+
+def boundary_timer(attached_to: str) -> str:
+    return (f'<bpmn:boundaryEvent id="late" attachedToRef="{attached_to}"><bpmn:timerEventDefinition>'
+            '<bpmn:timeDuration>PT1H</bpmn:timeDuration></bpmn:timerEventDefinition></bpmn:boundaryEvent>'
+            '<bpmn:endEvent id="late_end" /><bpmn:sequenceFlow id="f_late" sourceRef="late" targetRef="late_end" />')
+
+
+def test_a_waiting_element_that_gains_or_loses_boundary_events_is_refused(script_engine):
+    plain = ("startEvent:start", "userTask:review", "endEvent:end")
+    workflow = waiting_at(specs_of(*plain), script_engine)
+    gains = Migration(workflow, specs_of(*plain, beside=boundary_timer("review")), kind_of)
+    assert [str(r) for r in gains.refusals] == [
+        "'review' (the instance is at) has other boundary events in the target version (late instead of none); "
+        "they are set up when the element opens, so migrate it once it has moved past"]
+    guarded = waiting_at(specs_of(*plain, beside=boundary_timer("review")), script_engine)
+    loses = Migration(guarded, specs_of(*plain), kind_of)
+    assert "'late' (boundaryEvent, the instance is at) is not in the target version" in [str(r) for r in loses.refusals]
+    kept = Migration(guarded, specs_of("startEvent:start", "userTask:review", "manualTask:more", "endEvent:end",
+                                       beside=boundary_timer("review")), kind_of)
+    assert kept.refusals == []
+    kept.apply()
+    assert kept.leftovers() == []
+
+
+MULTI = ('<bpmn:userTask id="approve"><bpmn:multiInstanceLoopCharacteristics>'
+         '<bpmn:loopDataInputRef>people</bpmn:loopDataInputRef><bpmn:inputDataItem id="person" />'
+         '</bpmn:multiInstanceLoopCharacteristics></bpmn:userTask>')
+
+
+def test_open_instances_of_a_multi_instance_task_migrate_and_finish_on_the_new_spec(script_engine):
+    workflow = BpmnWorkflow(*specs_of("startEvent:start", MULTI, "endEvent:end"), script_engine=script_engine)
+    workflow.get_tasks(state=TaskState.READY)[0].data.update({"people": ["ann", "bob"]})
+    workflow.do_engine_steps()
+    opened = workflow.get_tasks(state=TaskState.READY, manual=True)
+    assert len(opened) == 2
+    opened[0].run()  # one of the two approved before the move
+    workflow.do_engine_steps()
+    v2 = specs_of("startEvent:start", MULTI, "userTask:after", "endEvent:end")
+    migration = Migration(workflow, v2, kind_of)
+    assert migration.refusals == []
+    migration.apply()
+    assert migration.leftovers() == []
+    [left] = workflow.get_tasks(state=TaskState.READY, manual=True)
+    assert left.id == opened[1].id
+    left.run()
+    workflow.do_engine_steps()
+    assert [t.task_spec.name for t in workflow.get_tasks(state=TaskState.READY, manual=True)] == ["after"]
+
+
+def test_a_prediction_the_new_flows_do_not_make_is_reported(script_engine, monkeypatch):
+    """The safety net under ``apply``: were a waiting task's branch not predicted again (as a
+    multi-instance task's was, before ``can_repredict`` looked past its own instances), the
+    migration would be refused instead of skipping the new step."""
+    workflow = waiting_at(specs_of("startEvent:start", "userTask:review", "endEvent:end"), script_engine)
+    monkeypatch.setattr(spiff, "repredict", lambda task: None)
+    migration = Migration(workflow, specs_of("startEvent:start", "userTask:review", "userTask:new",
+                                             "endEvent:end"), kind_of)
+    migration.apply()
+    assert migration.leftovers() == ["end"]
+
+
+def test_diff_definitions_reaches_into_embedded_subprocesses():
+    def with_sub(*inner: str) -> tuple:
+        sub = f'<bpmn:subProcess id="sub">{chain(*inner)}</bpmn:subProcess>'
+        return specs_of("startEvent:start", sub, "endEvent:end")
+
+    v1 = with_sub("startEvent:sub_start", "userTask:inner", "endEvent:sub_end")
+    v2 = with_sub("startEvent:sub_start", "userTask:inner", "userTask:inner_more", "endEvent:sub_end")
+    assert diff_definitions(v1, v2) == {"added": ["inner_more"], "removed": [], "changed": ["inner", "sub_end"]}

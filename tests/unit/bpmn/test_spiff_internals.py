@@ -229,3 +229,30 @@ def test_the_quiet_state_change_still_writes_the_log_when_it_is_enabled(caplog):
     with caplog.at_level(logging.WARNING, logger="spiff.task"):
         _run_states("wait_for_person.bpmn")
     assert not [record for record in caplog.records if record.name == "spiff.task"]
+
+
+def test_repredict_rebuilds_the_predicted_branch_below_a_waiting_task_and_keeps_the_task(with_subprocess):
+    """``repredict`` leans on ``Task._drop_children``, ``Task._state`` and ``TaskSpec._predict``:
+    what it leaves must be the branch SpiffWorkflow's own prediction makes for a task that waits."""
+    workflow = with_subprocess
+    waiting = [t for t in workflow.get_tasks() if t.has_state(TaskState.READY | TaskState.WAITING)
+               and all(c.has_state(TaskState.PREDICTED_MASK | TaskState.FUTURE) for c in t.children)]
+    assert waiting
+    for task in waiting:
+        before = (task.id, task.state, task.last_state_change, dict(task.internal_data),
+                  [(c.task_spec.name, c.state) for c in task.children])
+        spiff.repredict(task)
+        assert (task.id, task.state, task.last_state_change, dict(task.internal_data),
+                [(c.task_spec.name, c.state) for c in task.children]) == before
+        assert all(child.id in task.workflow.tasks for child in task.children)
+
+
+def test_compare_specs_is_spec_diffs_own_comparison():
+    from SpiffWorkflow.bpmn.util.diff import SpecDiff
+
+    from bpmn.serializer import spec_registry
+    spec, _subprocesses = bpmn.load_spec(deploy.parse_definition((FIXTURES / "webhook_order.bpmn").read_bytes()).spec_json)
+    diff = SpecDiff(spec_registry(), spec, spec)
+    some = next(iter(spec.task_specs.values()))
+    assert spiff.compare_specs(diff, some, some) == []
+    assert diff.changed == {}
