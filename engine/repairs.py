@@ -71,7 +71,7 @@ def _move(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, element_id: 
     if instance.state is None:
         raise InvalidParamsError(f"Instance {instance_id} failed before its first step: it waits at no element "
                                  "and has passed none; process.retry starts it again.",
-                                 data={"param": "element_id", "element_id": element_id, "reason": "not_started"})
+                                 data={"param": "element_id", "element_id": element_id, "cause": "not_started"})
     workflow = repairs.restored(instance.state, resolved)
     check = repairs.check_skip if action == repairs.SKIP else repairs.check_rewind
     checked = check(workflow, element_id)
@@ -112,7 +112,7 @@ def _locked(uow: UnitOfWork, tenant_id: int, instance_id: int) -> Instance:
     due = uow.execute(select(exists().where(Job.instance_id == instance_id, Job.run_at <= utcnow()))).scalar()
     if due and instance.status == "running":
         raise ConflictError(f"Instance {instance_id} is advancing (work of it is queued or running); repair it once "
-                            "it waits.", data={"reason": "advancing"})
+                            "it waits.", data={"cause": "advancing"})
     return instance
 
 
