@@ -46,7 +46,7 @@ def set_variables(ctx, params):
     variables, remove = params.get("variables") or {}, params.get("remove") or []
     if not variables and not remove:
         raise InvalidParamsError("Give 'variables' to set or 'remove' to remove: there is nothing to change.",
-                                 data={"param": "variables"})
+                                 data={"cause": "nothing_to_change"})
     return repairs.set_variables(ctx.uow, ctx.specs, ctx.tenant_id, params["instance_id"], variables, remove)
 
 
