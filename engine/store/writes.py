@@ -117,8 +117,9 @@ _FINISH_JOB = Statement(
     .returning(_next_kind().scalar_subquery()))
 
 
-def _save_advance_pg() -> Statement:
-    """The save of an advance and the deletion of its job in one statement, all or nothing.
+def _save_advance_pg(with_event: bool = False) -> Statement:
+    """The save of an advance and the deletion of its job (``with_event``: and the history event
+    of its end) in one statement, all or nothing.
 
     The job's row is locked first (``FOR UPDATE``: a claim that took it over after its lease ran
     out is seen, and none can take it over meanwhile); the instance is updated only if this
@@ -133,14 +134,24 @@ def _save_advance_pg() -> Statement:
     done = (_jobs.delete().where(_jobs.c.id.in_(select(held.c.id)), exists(select(saved.c.id)))
             .returning(_jobs.c.id).cte("done"))
     following = _next_kind().cte("following")
-    return Statement(select(
+    columns = [
         select(func.count()).select_from(done).scalar_subquery(),
         select(following.c.kind).scalar_subquery(),
         select(func.pg_notify(NOTIFY_CHANNEL, following.c.kind)).where(exists(select(done.c.id)))
-        .scalar_subquery()), writes=True)
+        .scalar_subquery()]
+    if with_event:  # the history event of an advance that ends the instance, written only if it saved
+        event = insert(_history).from_select(
+            ["tenant_id", "instance_id", "at", "kind", "element_id", "actor", "detail"],
+            select(bindparam("event_tenant_id"), saved.c.id, bindparam("now"), bindparam("event_kind"),
+                   bindparam("event_element_id", type_=_history.c.element_id.type),
+                   bindparam("event_actor", type_=_history.c.actor.type),
+                   bindparam("event_detail", type_=_history.c.detail.type))).returning(_history.c.id).cte("event")
+        columns.append(select(func.count()).select_from(event).scalar_subquery())
+    return Statement(select(*columns), writes=True)
 
 
 _SAVE_ADVANCE_PG = _save_advance_pg()
+_SAVE_ADVANCE_EVENT_PG = _save_advance_pg(with_event=True)
 
 
 # -- the writes ------------------------------------------------------------------------------------
@@ -188,19 +199,26 @@ def create_instance(uow: UnitOfWork, tenant_id: int, definition_id: int, variabl
 
 
 def save_advance(uow: UnitOfWork, instance_id: int, loaded_revision: int, values: dict[str, Any],
-                 job_id: int, worker_id: str) -> None:
+                 job_id: int, worker_id: str, event: dict[str, Any] | None = None) -> None:
     """Write an advance's result (``SAVED_COLUMNS``) and delete its job, if the instance is still
     at ``loaded_revision`` and this worker still holds the job's lease (compare-and-swap: of two
     workers only one can save); ``Lost`` otherwise, and nothing is written. The instance's next
-    due job, held back by this one until now, makes the workers wake at commit."""
+    due job, held back by this one until now, makes the workers wake at commit. ``event``: a row of
+    ``history.event`` (the instance's end) written with it, in the same statement on PostgreSQL."""
     if not uow.postgres:
         save_instance(uow, instance_id, loaded_revision, values)
         finish_job(uow, job_id, worker_id, instance_id)
+        if event is not None:
+            history.record_many(uow, [event])
         return
     params = {f"new_{column}": values[column] for column in SAVED_COLUMNS}
     params.update(instance_id=instance_id, loaded_revision=loaded_revision, job_id=job_id, worker_id=worker_id,
                   now=utcnow())
-    [(done, next_kind, _)] = uow.rows(_SAVE_ADVANCE_PG, params)
+    if event is not None:
+        params.update({f"event_{name}": event[name] for name in ("tenant_id", "kind", "element_id", "actor", "detail")})
+        [(done, next_kind, _, _)] = uow.rows(_SAVE_ADVANCE_EVENT_PG, params)
+    else:
+        [(done, next_kind, _)] = uow.rows(_SAVE_ADVANCE_PG, params)
     if done != 1:
         raise Lost()
     if next_kind is not None:
