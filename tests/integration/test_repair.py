@@ -270,3 +270,36 @@ def test_a_repair_while_work_of_the_instance_is_due_is_a_conflict_that_changes_n
     assert api.wait_for(instance_id)["status"] == "completed" and time.monotonic() < deadline + 20
     kinds = [e["kind"] for e in api.call("process.history", instance_id=instance_id)["items"]]
     assert kinds[:2] == ["started", "task_completed"] and "skipped" not in kinds[:2]
+
+
+@pytest.mark.slow
+def test_a_repair_answered_before_a_kill_9_is_applied_after_the_restart(own_database, tmp_path):
+    """The repair's job is committed with its answer and its history: no worker runs while it is
+    asked, every process is killed with SIGKILL after it answered, and the restarted ones apply it."""
+    from tests.harness import BatonServer, BatonWorker
+
+    server = BatonServer(own_database, tmp_path, BATON_WORKERS="0", BATON_JOB_LEASE_S="2")
+    worker = BatonWorker(own_database, tmp_path, BATON_JOB_LEASE_S="2")
+    try:
+        server.start()
+        worker.start()
+        api = server.api(server.create_tenant("repairs"))
+        api.deploy(bpmn("wait_for_person.bpmn"), code="kill-repair")
+        instance_id = start(api, "kill-repair")
+        [task] = open_task(api, instance_id, "review")
+        api.wait_until_idle()
+        worker.kill()  # nothing runs jobs now: the repair's job can only wait in the table
+        answer = api.call("process.skip", instance_id=instance_id, element_id="review", variables={"by": "ops"})
+        assert answer["status"] == "running"
+        server.kill()
+
+        server.start()
+        worker.start()
+        done = api.wait_for(instance_id, timeout=30)
+        assert done["status"] == "completed" and done["variables"] == {"by": "ops"}
+        assert [(t["task_id"], t["status"]) for t in tasks(api, instance_id)] == [(task["task_id"], "cancelled")]
+        kinds = [e["kind"] for e in api.call("process.history", instance_id=instance_id)["items"]]
+        assert kinds == ["started", "skipped", "completed"]
+    finally:
+        worker.stop()
+        server.stop()
