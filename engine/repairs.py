@@ -24,7 +24,7 @@ from engine.runtime import repairs
 from engine.runtime.outcome import current_variables
 from engine.store import history, workflows
 from engine.store.db import utcnow
-from engine.store.models import Instance, Job, Task
+from engine.store.models import ExternalTask, Instance, Job, Task
 from engine.store.unit_of_work import UnitOfWork
 
 REPAIRABLE = ("running", "failed")
@@ -85,10 +85,14 @@ def _move(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, element_id: 
                  payload={"action": action, "task_ids": checked.task_ids, "variables": variables})
     if failed:
         jobs.requeue_held(uow, instance.id)  # what an internal failure kept aside runs after the repair
-    if checked.cancelled_task_ids:  # at once: a task.complete before the job runs would be lost
+    if checked.cancelled_task_ids:  # at once: a task.complete (a worker's report) before the job runs is refused
+        now = utcnow()
         uow.execute(update(Task).where(Task.instance_id == instance.id, Task.status == "in_progress",
                                        Task.spiff_task_id.in_(checked.cancelled_task_ids))
-                    .values(status="cancelled", completed_at=utcnow()))
+                    .values(status="cancelled", completed_at=now))
+        uow.execute(update(ExternalTask).where(ExternalTask.instance_id == instance.id, ExternalTask.status == "open",
+                                               ExternalTask.spiff_task_id.in_(checked.cancelled_task_ids))
+                    .values(status="cancelled", completed_at=now, worker_id=None, lock_expires_at=None))
     detail: dict[str, Any] = {"cancelled": checked.cancelled, "set": sorted(variables)}
     if failed:
         detail["failed"] = error or {}

@@ -169,6 +169,36 @@ def test_refused_skips_name_the_element_and_change_nothing(api, other_api, uniqu
     refused(api, "process.skip", "conflict", instance_id=instance_id, element_id="review")
 
 
+def test_skip_of_an_external_task_takes_it_from_its_worker_and_a_rewind_gives_it_back(api, unique_code):
+    topic = f"invoices-{unique_code}"
+    api.deploy(bpmn("external_invoice.bpmn").replace('camunda:topic="invoiceCreator"', f'camunda:topic="{topic}"'),
+               code=unique_code)
+    instance_id = start(api, unique_code)
+    fetched = eventually(lambda: api.call("external.fetch_and_lock", worker_id="w1", wait_ms=0,
+                                          topics=[{"name": topic, "lock_duration_ms": 60_000}])["tasks"], bool)
+    external_id = fetched[0]["task_id"]
+    api.wait_until_idle()
+    api.call("process.skip", instance_id=instance_id, element_id="invoice", variables={"invoice": "manual"})
+    with pytest.raises(RpcError) as caught:  # the worker's late report changes nothing
+        api.call("external.complete", task_id=external_id, worker_id="w1", variables={"invoice": "A-1"})
+    assert caught.value.reason == "conflict"
+    [check] = open_task(api, instance_id, "check")
+    assert check["variables"]["invoice"] == "manual"
+    rows = api.call("external.list", instance_id=instance_id)["items"]
+    assert [(r["task_id"], r["status"]) for r in rows] == [(external_id, "cancelled")]
+
+    api.wait_until_idle()
+    answer = api.call("process.rewind", instance_id=instance_id, element_id="invoice")
+    assert answer["cancelled"] == [{"element_id": "check", "kind": "userTask"}]
+    again = eventually(lambda: api.call("external.fetch_and_lock", worker_id="w2", wait_ms=0,
+                                        topics=[{"name": topic, "lock_duration_ms": 60_000}])["tasks"], bool)
+    api.call("external.complete", task_id=again[0]["task_id"], worker_id="w2", variables={"invoice": "A-2"})
+    [check_again] = open_task(api, instance_id, "check")
+    assert check_again["variables"]["invoice"] == "A-2"
+    api.call("task.complete", task_id=check_again["task_id"], result={})
+    assert api.wait_for(instance_id)["status"] == "completed"
+
+
 # -- rewind --------------------------------------------------------------------------------------------
 
 @pytest.fixture
