@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import delete, exists, select, update
 
 from engine import jobs
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
-from engine.jobs.kinds import REPAIR
+from engine.jobs.kinds import REPAIR, TIMER
 from engine.json_values import problem
-from engine.runtime import repairs
+from engine.runtime import repairs, subscription_rows
 from engine.runtime.outcome import current_variables
 from engine.store import history, workflows
 from engine.store.db import utcnow
@@ -79,8 +79,13 @@ def _move(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, element_id: 
     if dry_run:
         return {**answer, "status": instance.status, "dry_run": True}
     failed, error = instance.status == "failed", instance.error
+    # It waits for nothing until its repair job has run: no message or signal is routed to what the
+    # repair takes away, no timer fires there (the job's advance writes what it waits for next).
     uow.execute(update(Instance).where(Instance.id == instance.id)
-                .values(status="running", error=None, completed_at=None, revision=Instance.revision + 1))
+                .values(status="running", error=None, completed_at=None, waiting_for=[],
+                        revision=Instance.revision + 1))
+    subscription_rows.drop(uow, instance.id)
+    uow.execute(delete(Job).where(Job.instance_id == instance.id, Job.kind == TIMER))
     jobs.enqueue(uow, tenant_id, REPAIR, instance_id=instance.id,
                  payload={"action": action, "task_ids": checked.task_ids, "variables": variables})
     if failed:
