@@ -199,6 +199,32 @@ def test_skip_of_an_external_task_takes_it_from_its_worker_and_a_rewind_gives_it
     assert api.wait_for(instance_id)["status"] == "completed"
 
 
+def test_skip_drops_the_timer_of_what_it_skips_in_the_same_transaction(api, database_url, unique_code):
+    from sqlalchemy import create_engine, text
+
+    api.deploy(bpmn("cov_boundary_timer_interrupting.bpmn").replace("PT0.1S", "PT1H"), code=unique_code)
+    instance_id = start(api, unique_code)
+    open_task(api, instance_id, "approve")
+    waiting = eventually(lambda: api.call("process.status", instance_id=instance_id)["waiting_for"],
+                         lambda entries: any("due_at" in e for e in entries))
+    assert waiting
+    engine = create_engine(database_url)
+    try:
+        def timers() -> int:
+            with engine.connect() as connection:
+                return connection.execute(text("SELECT count(*) FROM jobs WHERE instance_id = :i AND kind = 'timer'"),
+                                          {"i": instance_id}).scalar()
+
+        assert timers() == 1
+        api.wait_until_idle()
+        api.call("process.skip", instance_id=instance_id, element_id="approve")
+        done = api.wait_for(instance_id)
+        assert done["status"] == "completed" and "escalated" not in done["variables"]
+        assert timers() == 0
+    finally:
+        engine.dispose()
+
+
 # -- rewind --------------------------------------------------------------------------------------------
 
 @pytest.fixture
