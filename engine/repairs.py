@@ -79,18 +79,32 @@ def _move(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, element_id: 
     if dry_run:
         return {**answer, "status": instance.status, "dry_run": True}
     failed, error = instance.status == "failed", instance.error
-    # It waits for nothing until its repair job has run: no message or signal is routed to what the
-    # repair takes away, no timer fires there (the job's advance writes what it waits for next).
+    _queue(uow, instance, action, checked, variables)
+    detail: dict[str, Any] = {"cancelled": checked.cancelled, "set": sorted(variables)}
+    if failed:
+        detail["failed"] = error or {}
+    history.record(uow, tenant_id=tenant_id, instance_id=instance.id,
+                   kind="skipped" if action == repairs.SKIP else "rewound", element_id=element_id, detail=detail)
+    return {**answer, "status": "running", "dry_run": False}
+
+
+def _queue(uow: UnitOfWork, instance: Instance, action: str, checked: repairs.Checked,
+           variables: dict[str, Any]) -> None:
+    """The repair's job, and what it takes away at once: the instance waits for nothing until the
+    job has run (no message or signal is routed to what it cancels, no timer fires there: the
+    job's advance writes what it waits for next), and the rows of the tasks it cancels are closed
+    (a task.complete or a worker's report before the job runs is refused)."""
+    failed = instance.status == "failed"
     uow.execute(update(Instance).where(Instance.id == instance.id)
                 .values(status="running", error=None, completed_at=None, waiting_for=[],
                         revision=Instance.revision + 1))
     subscription_rows.drop(uow, instance.id)
     uow.execute(delete(Job).where(Job.instance_id == instance.id, Job.kind == TIMER))
-    jobs.enqueue(uow, tenant_id, REPAIR, instance_id=instance.id,
+    jobs.enqueue(uow, instance.tenant_id, REPAIR, instance_id=instance.id,
                  payload={"action": action, "task_ids": checked.task_ids, "variables": variables})
     if failed:
         jobs.requeue_held(uow, instance.id)  # what an internal failure kept aside runs after the repair
-    if checked.cancelled_task_ids:  # at once: a task.complete (a worker's report) before the job runs is refused
+    if checked.cancelled_task_ids:
         now = utcnow()
         uow.execute(update(Task).where(Task.instance_id == instance.id, Task.status == "in_progress",
                                        Task.spiff_task_id.in_(checked.cancelled_task_ids))
@@ -98,12 +112,6 @@ def _move(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, element_id: 
         uow.execute(update(ExternalTask).where(ExternalTask.instance_id == instance.id, ExternalTask.status == "open",
                                                ExternalTask.spiff_task_id.in_(checked.cancelled_task_ids))
                     .values(status="cancelled", completed_at=now, worker_id=None, lock_expires_at=None))
-    detail: dict[str, Any] = {"cancelled": checked.cancelled, "set": sorted(variables)}
-    if failed:
-        detail["failed"] = error or {}
-    history.record(uow, tenant_id=tenant_id, instance_id=instance.id,
-                   kind="skipped" if action == repairs.SKIP else "rewound", element_id=element_id, detail=detail)
-    return {**answer, "status": "running", "dry_run": False}
 
 
 def _locked(uow: UnitOfWork, tenant_id: int, instance_id: int) -> Instance:
