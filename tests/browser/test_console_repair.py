@@ -105,3 +105,19 @@ def test_a_cancelled_instance_shows_no_step_as_waiting(console, tenant_key, api,
     assert [kind for kind, _ in timeline(page)] == ["started", "cancelled"]
     shots(page, "instance-cancelled")
     console.assert_clean()
+
+
+def test_the_history_and_the_repair_controls_fit_a_phone(phone, tenant_key, api, shots):
+    api.deploy(bpmn_file("console_failing.bpmn"), code="split_bill_phone")
+    instance_id = api.call("process.start", definition_id="split_bill_phone")["instance_id"]
+    assert api.wait_for(instance_id)["status"] == "failed"
+    phone.sign_in(tenant_key).go(f"#/instances/{instance_id}")
+    page = phone.page
+    page.locator(".timeline li.incident").wait_for()
+    page.get_by_label("Repair at an element").select_option("divide")
+    assert page.get_by_role("button", name="Skip…").is_enabled()
+    assert page.get_by_role("button", name="Rewind here…").is_disabled()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390  # nothing overflows sideways
+    page.locator("section[aria-label='History']").scroll_into_view_if_needed()
+    shots(page, "instance-history-phone", best=True)
+    phone.assert_clean()
