@@ -359,3 +359,22 @@ def test_a_repair_answered_before_a_kill_9_is_applied_after_the_restart(own_data
     finally:
         worker.stop()
         server.stop()
+
+
+def test_rewind_out_of_a_running_subprocess_cancels_what_waits_inside_it(api, review_flow):
+    instance_id = start(api, review_flow, runs=0, approvers=["ann"], net=100, country="FR")
+    [review] = complete(api, instance_id, "review")
+    [sign] = open_task(api, instance_id, "sign")
+    api.wait_until_idle()
+    preview = api.call("process.rewind", instance_id=instance_id, element_id="review", dry_run=True)
+    assert preview["cancelled"] == [{"element_id": "sign", "kind": "userTask"}]
+    api.call("process.rewind", instance_id=instance_id, element_id="review")
+    assert [t["task_id"] for t in open_task(api, instance_id, "review")] == [review["task_id"]]
+    assert {t["task_id"]: t["status"] for t in tasks(api, instance_id)}[sign["task_id"]] == "cancelled"
+    complete(api, instance_id, "review")
+    [sign_again] = open_task(api, instance_id, "sign")
+    assert sign_again["task_id"] != sign["task_id"]
+    complete(api, instance_id, "sign")
+    complete(api, instance_id, "approve")
+    complete(api, instance_id, "archive")
+    assert api.wait_for(instance_id)["status"] == "completed"
