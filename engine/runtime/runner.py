@@ -207,15 +207,12 @@ def _save_instance_and_job(uow: UnitOfWork, advance: Advance) -> None:
 
 
 def _end_event(advance: Advance) -> dict | None:
-    """What an advance adds to its instance's history, written by the save itself: its end
-    (``completed``, or the incident that failed it). The rest is recorded where it happens (a
-    task's completion, a message's arrival ... by the call that brought it)."""
-    status, error = advance.outcome.status, advance.outcome.error
-    if status == "completed":
-        return history.event(tenant_id=advance.tenant_id, instance_id=advance.instance_id, kind="completed",
-                             actor=SYSTEM)
-    if status == "failed":
-        return _failure_event(advance.tenant_id, advance.instance_id, error or {})
+    """What an advance adds to its instance's history, written by the save itself: the incident
+    that failed it. (Its completion is written by the database's trigger on the status, migration
+    0021; the rest where it happens: a task's completion, a message's arrival ... by the call that
+    brought it.)"""
+    if advance.outcome.status == "failed":
+        return _failure_event(advance.tenant_id, advance.instance_id, advance.outcome.error or {})
     return None
 
 

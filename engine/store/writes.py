@@ -63,30 +63,26 @@ _INSERT_HANDED_JOB = Statement(
 
 _insert_instance = (insert(_instances)
                     .values(tenant_id=bindparam("tenant_id"), definition_id=bindparam("definition_id"),
-                            variables=bindparam("variables"), status="running", waiting_for=[])
+                            variables=bindparam("variables"), status="running", waiting_for=[],
+                            started_by=bindparam("started_by"))
                     .returning(_instances.c.id))
 _INSERT_INSTANCE = Statement(_insert_instance)
 
 
 def _create_instance_pg() -> Statement:
-    """The instance, its start job (and the notification) and its history's ``started`` event in
-    one statement: the job's and the event's instance id come from the instance's RETURNING."""
+    """The instance and its start job (and the notification) in one statement: the job's
+    instance id comes from the instance's RETURNING. (The history's ``started`` event is written
+    by the database's trigger on instances, migration 0021.)"""
     new = (insert(_instances)
            .values(tenant_id=bindparam("tenant_id"), definition_id=bindparam("definition_id"),
                    variables=bindparam("variables"), status="running", waiting_for=bindparam("waiting_for"),
-                   revision=0, started_at=bindparam("now"))
+                   revision=0, started_at=bindparam("now"), started_by=bindparam("started_by"))
            .returning(_instances.c.id).cte("new_instance"))
     job = _notifying(insert(_jobs).from_select(
         ["tenant_id", "instance_id", "kind", "payload", "run_at", "attempts", "created_at"],
         select(bindparam("tenant_id"), new.c.id, bindparam("kind"), bindparam("payload", type_=_jobs.c.payload.type),
                bindparam("now"), literal(0), bindparam("now")))).cte("start_job")
-    started = insert(_history).from_select(
-        ["tenant_id", "instance_id", "at", "kind", "actor", "detail"],
-        select(bindparam("tenant_id"), new.c.id, bindparam("now"), literal("started"),
-               bindparam("actor", type_=_history.c.actor.type), bindparam("detail", type_=_history.c.detail.type))
-    ).returning(_history.c.id).cte("started_event")
-    return Statement(select(new.c.id, select(func.count()).select_from(job).scalar_subquery(),
-                            select(func.count()).select_from(started).scalar_subquery()), writes=True)
+    return Statement(select(new.c.id, select(func.count()).select_from(job).scalar_subquery()), writes=True)
 
 
 _CREATE_INSTANCE_PG = _create_instance_pg()
@@ -178,23 +174,22 @@ def add_handed_job(uow: UnitOfWork, tenant_id: int, kind: str, payload: dict[str
 
 def create_instance(uow: UnitOfWork, tenant_id: int, definition_id: int, variables: dict[str, Any],
                     start_kind: str, start: dict[str, Any] | None = None) -> int:
-    """A running instance, its start job (``start_kind``, the runner's first event) and the
-    ``started`` event of its history (the unit of work's actor); its id. ``start``: where it begins
-    (``start_event``) and what triggered it (``trigger``), for the runner."""
+    """A running instance and its start job (``start_kind``, the runner's first event); its id.
+    ``start``: where it begins (``start_event``) and what triggered it (``trigger``), for the runner.
+    The unit of work's actor is who started it (``started_by``): the database writes the history's
+    ``started`` event with the instance (a trigger, migration 0021)."""
     payload = {"variables": variables, **(start or {})}
-    detail = {"start_event": start["start_event"]} if start and start.get("start_event") else {}
+    started_by = uow.actor.as_dict()
     if uow.postgres:
-        [(instance_id, jobs, events)] = uow.rows(_CREATE_INSTANCE_PG, {
+        [(instance_id, jobs)] = uow.rows(_CREATE_INSTANCE_PG, {
             "tenant_id": tenant_id, "definition_id": definition_id, "variables": variables, "waiting_for": [],
-            "kind": start_kind, "payload": payload, "now": utcnow(), "actor": uow.actor.as_dict(),
-            "detail": detail})
-        assert jobs == 1 and events == 1
+            "kind": start_kind, "payload": payload, "now": utcnow(), "started_by": started_by})
+        assert jobs == 1
         uow.ready(start_kind, notified=True)
         return instance_id
     [(instance_id,)] = uow.rows(_INSERT_INSTANCE, {"tenant_id": tenant_id, "definition_id": definition_id,
-                                                        "variables": variables})
+                                                        "variables": variables, "started_by": started_by})
     add_job(uow, tenant_id, start_kind, instance_id=instance_id, payload=payload)
-    history.record(uow, tenant_id=tenant_id, instance_id=instance_id, kind="started", detail=detail)
     return instance_id
 
 
