@@ -116,6 +116,34 @@ def test_refused_variable_changes_change_nothing(server, api, other_api, unique_
                                   variables={"a": 2}).message
 
 
+def test_variables_are_not_set_while_work_of_the_instance_waits_only_between_two_advances(own_database, tmp_path):
+    """With no worker running, the instance's first advance stays queued: the change is refused
+    (nothing changes); once a worker has run it and the instance waits, it is applied."""
+    from tests.harness import BatonServer, BatonWorker
+
+    server = BatonServer(own_database, tmp_path, BATON_WORKERS="0")
+    worker = BatonWorker(own_database, tmp_path)
+    try:
+        server.start()
+        api = server.api(server.create_tenant("between"))
+        api.deploy(bpmn("wait_for_person.bpmn"), code="between")
+        instance_id = start(api, "between", note="old")
+        with pytest.raises(RpcError) as caught:
+            api.call("process.set_variables", instance_id=instance_id, variables={"note": "new"})
+        assert caught.value.reason == "conflict" and caught.value.data["cause"] == "advancing"
+        assert api.call("process.status", instance_id=instance_id)["variables"] == {"note": "old"}
+        assert [e["kind"] for e in api.call("process.history", instance_id=instance_id)["items"]] == ["started"]
+        worker.start()
+        [task] = open_task(api, instance_id, "review")
+        api.wait_until_idle()
+        api.call("process.set_variables", instance_id=instance_id, variables={"note": "new"})
+        api.call("task.complete", task_id=task["task_id"], result={})
+        assert api.wait_for(instance_id)["variables"] == {"note": "new"}
+    finally:
+        worker.stop()
+        server.stop()
+
+
 # -- skip ----------------------------------------------------------------------------------------------
 
 def test_skip_of_a_user_task_cancels_its_task_and_the_instance_goes_on(api, ops, unique_code):
