@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import delete, exists, select, update
 
 from engine import jobs
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
-from engine.jobs.kinds import REPAIR
+from engine.jobs.kinds import REPAIR, TIMER
 from engine.json_values import problem
-from engine.runtime import repairs
+from engine.runtime import repairs, subscription_rows
 from engine.runtime.outcome import current_variables
 from engine.store import history, workflows
 from engine.store.db import utcnow
-from engine.store.models import Instance, Job, Task
+from engine.store.models import ExternalTask, Instance, Job, Task
 from engine.store.unit_of_work import UnitOfWork
 
 REPAIRABLE = ("running", "failed")
@@ -40,8 +40,6 @@ def set_variables(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, vari
         raise ConflictError(f"Instance {instance_id} has not run its first step yet; set its variables when it "
                             "has (or pass them to process.retry).")
     workflow = repairs.restored(instance.state, _specs(uow, specs, instance))
-    if not variables and not remove:  # nothing to change, as Camunda's empty modification: no event either
-        return {"instance_id": instance.id, "variables": current_variables(workflow)}
     after = repairs.set_variables(workflow, variables, remove)
     uow.execute(update(Instance).where(Instance.id == instance.id)
                 .values(state=workflows.dump_workflow(workflow), variables=current_variables(workflow),
@@ -73,7 +71,7 @@ def _move(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, element_id: 
     if instance.state is None:
         raise InvalidParamsError(f"Instance {instance_id} failed before its first step: it waits at no element "
                                  "and has passed none; process.retry starts it again.",
-                                 data={"param": "element_id", "element_id": element_id, "reason": "not_started"})
+                                 data={"param": "element_id", "element_id": element_id, "cause": "not_started"})
     workflow = repairs.restored(instance.state, resolved)
     check = repairs.check_skip if action == repairs.SKIP else repairs.check_rewind
     checked = check(workflow, element_id)
@@ -81,22 +79,39 @@ def _move(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, element_id: 
     if dry_run:
         return {**answer, "status": instance.status, "dry_run": True}
     failed, error = instance.status == "failed", instance.error
-    uow.execute(update(Instance).where(Instance.id == instance.id)
-                .values(status="running", error=None, completed_at=None, revision=Instance.revision + 1))
-    jobs.enqueue(uow, tenant_id, REPAIR, instance_id=instance.id,
-                 payload={"action": action, "task_ids": checked.task_ids, "variables": variables})
-    if failed:
-        jobs.requeue_held(uow, instance.id)  # what an internal failure kept aside runs after the repair
-    if checked.cancelled_task_ids:  # at once: a task.complete before the job runs would be lost
-        uow.execute(update(Task).where(Task.instance_id == instance.id, Task.status == "in_progress",
-                                       Task.spiff_task_id.in_(checked.cancelled_task_ids))
-                    .values(status="cancelled", completed_at=utcnow()))
+    _queue(uow, instance, action, checked, variables)
     detail: dict[str, Any] = {"cancelled": checked.cancelled, "set": sorted(variables)}
     if failed:
         detail["failed"] = error or {}
     history.record(uow, tenant_id=tenant_id, instance_id=instance.id,
                    kind="skipped" if action == repairs.SKIP else "rewound", element_id=element_id, detail=detail)
     return {**answer, "status": "running", "dry_run": False}
+
+
+def _queue(uow: UnitOfWork, instance: Instance, action: str, checked: repairs.Checked,
+           variables: dict[str, Any]) -> None:
+    """The repair's job, and what it takes away at once: the instance waits for nothing until the
+    job has run (no message or signal is routed to what it cancels, no timer fires there: the
+    job's advance writes what it waits for next), and the rows of the tasks it cancels are closed
+    (a task.complete or a worker's report before the job runs is refused)."""
+    failed = instance.status == "failed"
+    uow.execute(update(Instance).where(Instance.id == instance.id)
+                .values(status="running", error=None, completed_at=None, waiting_for=[],
+                        revision=Instance.revision + 1))
+    subscription_rows.drop(uow, instance.id)
+    uow.execute(delete(Job).where(Job.instance_id == instance.id, Job.kind == TIMER))
+    jobs.enqueue(uow, instance.tenant_id, REPAIR, instance_id=instance.id,
+                 payload={"action": action, "task_ids": checked.task_ids, "variables": variables})
+    if failed:
+        jobs.requeue_held(uow, instance.id)  # what an internal failure kept aside runs after the repair
+    if checked.cancelled_task_ids:
+        now = utcnow()
+        uow.execute(update(Task).where(Task.instance_id == instance.id, Task.status == "in_progress",
+                                       Task.spiff_task_id.in_(checked.cancelled_task_ids))
+                    .values(status="cancelled", completed_at=now))
+        uow.execute(update(ExternalTask).where(ExternalTask.instance_id == instance.id, ExternalTask.status == "open",
+                                               ExternalTask.spiff_task_id.in_(checked.cancelled_task_ids))
+                    .values(status="cancelled", completed_at=now, worker_id=None, lock_expires_at=None))
 
 
 def _locked(uow: UnitOfWork, tenant_id: int, instance_id: int) -> Instance:
@@ -114,7 +129,7 @@ def _locked(uow: UnitOfWork, tenant_id: int, instance_id: int) -> Instance:
     due = uow.execute(select(exists().where(Job.instance_id == instance_id, Job.run_at <= utcnow()))).scalar()
     if due and instance.status == "running":
         raise ConflictError(f"Instance {instance_id} is advancing (work of it is queued or running); repair it once "
-                            "it waits.", data={"reason": "advancing"})
+                            "it waits.", data={"cause": "advancing"})
     return instance
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from engine import history, instances, repairs
+from engine.errors import InvalidParamsError
 from engine.store.history import KINDS
 from rpc.registry import RpcMethod
 from rpc.schema import (BOOL, ID, INT, OBJECT, PAGING, TEXT, TIME, Choice, Flag, IdOrCode, JsonObject, ListOf,
@@ -43,6 +44,9 @@ def history_(ctx, params):
 
 def set_variables(ctx, params):
     variables, remove = params.get("variables") or {}, params.get("remove") or []
+    if not variables and not remove:
+        raise InvalidParamsError("Give 'variables' to set or 'remove' to remove: there is nothing to change.",
+                                 data={"cause": "nothing_to_change"})
     return repairs.set_variables(ctx.uow, ctx.specs, ctx.tenant_id, params["instance_id"], variables, remove)
 
 

@@ -10,6 +10,7 @@ from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
 from sqlalchemy import insert, select, update
 
 from bpmn import any_task_spec, is_external_task, waiting_external_tasks
+from engine.jobs.kinds import REPAIR
 from engine.jobs.wakers import EXTERNAL_TASKS
 from engine.store.db import utcnow
 from engine.store.models import ExternalTask
@@ -30,13 +31,18 @@ class ExternalTaskRows:
         if not may_have_external_tasks(advance.specs):
             return None
         workflow = advance.outcome.workflow if advance.running else None
-        return lambda uow: sync(uow, advance.tenant_id, advance.instance_id, advance.row.definition_id, workflow)
+        reopen = ("cancelled", "completed") if advance.job.kind == REPAIR else ("cancelled",)
+        return lambda uow: sync(uow, advance.tenant_id, advance.instance_id, advance.row.definition_id, workflow,
+                                reopen=reopen)
 
 
-def sync(uow: UnitOfWork, tenant_id: int, instance_id: int, definition_id: int, workflow: BpmnWorkflow | None) -> None:
+def sync(uow: UnitOfWork, tenant_id: int, instance_id: int, definition_id: int, workflow: BpmnWorkflow | None, *,
+         reopen: tuple[str, ...] = ("cancelled",)) -> None:
     """In the runner's save transaction: a row for every external task that waits for a worker;
     open rows whose task no longer waits are cancelled (``workflow`` None: the instance ended).
-    A row a worker has completed stays completed while its result is on its way to the instance."""
+    A row a worker has completed stays completed while its result is on its way to the instance;
+    one in a ``reopen`` status whose task waits again is open again (after ``process.retry``: a
+    cancelled one; after ``process.rewind``: a completed one too)."""
     waiting = {entry["spiff_task_id"]: entry for entry in waiting_external_tasks(workflow)} if workflow else {}
     known = dict(uow.execute(
         select(ExternalTask.spiff_task_id, ExternalTask.status).where(ExternalTask.instance_id == instance_id)).all())
@@ -45,7 +51,7 @@ def sync(uow: UnitOfWork, tenant_id: int, instance_id: int, definition_id: int, 
         uow.execute(update(ExternalTask).where(ExternalTask.instance_id == instance_id,
                                                       ExternalTask.spiff_task_id.in_(gone))
                            .values(status="cancelled", completed_at=utcnow(), **_FREED))
-    reopened = [spiff_id for spiff_id in waiting if known.get(spiff_id) == "cancelled"]
+    reopened = [spiff_id for spiff_id in waiting if known.get(spiff_id) in reopen]
     for spiff_id in reopened:  # waiting again after process.retry: a fresh start for the workers
         uow.execute(update(ExternalTask).where(ExternalTask.instance_id == instance_id,
                                                       ExternalTask.spiff_task_id == spiff_id)

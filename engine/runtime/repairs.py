@@ -78,15 +78,15 @@ def check_skip(workflow: BpmnWorkflow, element_id: str) -> Checked:
     """The open tasks of ``element_id`` that a skip completes: where the instance waits, or the
     element it failed at. A subprocess, call activity or multi-instance as a whole is refused:
     skip the element it waits at inside."""
-    tasks = [task for task in workflow.get_tasks(state=_OPEN) if task.task_spec.bpmn_id == element_id]
+    tasks = [task for task in _open(workflow) if task.task_spec.bpmn_id == element_id]
     if not tasks:
         raise InvalidParamsError(f"The instance is not waiting at element '{element_id}' and did not fail there, so "
                                  "it cannot be skipped; process.status names where it waits.",
-                                 data={"param": "element_id", "element_id": element_id, "reason": "not_waiting_here"})
+                                 data={"param": "element_id", "element_id": element_id, "cause": "not_waiting_here"})
     if any(isinstance(task.task_spec, (SubWorkflowTask, LoopTask)) for task in tasks):
         raise InvalidParamsError(f"Element '{element_id}' is a subprocess, call activity or loop that holds other "
                                  "elements: skip the element it waits at inside it.",
-                                 data={"param": "element_id", "element_id": element_id, "reason": "container"})
+                                 data={"param": "element_id", "element_id": element_id, "cause": "container"})
     ids = [str(task.id) for task in tasks]
     return Checked(ids, [{"element_id": element_id, "kind": kind_of(tasks[0].task_spec)}], ids)
 
@@ -98,24 +98,26 @@ def check_rewind(workflow: BpmnWorkflow, element_id: str) -> Checked:
     where = _refusal(workflow, target)
     if where is not None:
         raise InvalidParamsError(f"The instance cannot go back to element '{element_id}': {where[1]}",
-                                 data={"param": "element_id", "element_id": element_id, "reason": where[0]})
-    before = {task.id: task for task in workflow.get_tasks(state=_OPEN) if _shown(task)}
+                                 data={"param": "element_id", "element_id": element_id, "cause": where[0]})
+    before = {task.id: task for task in _open(workflow) if _shown(task)}
     workflow.reset_from_task_id(target.id)
-    after = {task.id for task in workflow.get_tasks(state=_OPEN)}
+    after = {task.id for task in _open(workflow)}
     gone = [task for task_id, task in before.items() if task_id not in after and task_id != target.id]
     cancelled = [{"element_id": task.task_spec.bpmn_id, "kind": kind_of(task.task_spec)} for task in gone]
     return Checked([str(target.id)], cancelled, [str(task.id) for task in gone])
 
 
 def _newest_completed(workflow: BpmnWorkflow, element_id: str):
-    passed = [task for task in workflow.get_tasks(state=TaskState.COMPLETED) if task.task_spec.bpmn_id == element_id]
+    # (Filtered here: get_tasks(state=COMPLETED) misses the finished children of a running multi-instance.)
+    passed = [task for task in workflow.get_tasks()
+              if task.state == TaskState.COMPLETED and task.task_spec.bpmn_id == element_id]
     if not passed:
-        waiting = any(task.task_spec.bpmn_id == element_id for task in workflow.get_tasks(state=_OPEN))
+        waiting = any(task.task_spec.bpmn_id == element_id for task in _open(workflow))
         said = ("it waits there now and has not passed it yet" if waiting else
                 "it has not passed it (or passed it so long ago that the step is no longer kept)")
         raise InvalidParamsError(f"The instance cannot go back to element '{element_id}': {said}.",
                                  data={"param": "element_id", "element_id": element_id,
-                                       "reason": "waiting_here" if waiting else "not_passed"})
+                                       "cause": "waiting_here" if waiting else "not_passed"})
     return max(passed, key=lambda task: task.last_state_change)
 
 
@@ -142,14 +144,20 @@ def _refusal(workflow: BpmnWorkflow, task) -> tuple[str, str] | None:
     return None
 
 
+def _open(workflow: BpmnWorkflow) -> list:
+    return [task for task in workflow.get_tasks() if task.state & _OPEN]
+
+
 def _shown(task) -> bool:
     return bool(task.task_spec.bpmn_id) and not isinstance(task.task_spec, (SubWorkflowTask, LoopTask))
 
 
 def set_variables(workflow: BpmnWorkflow, variables: dict[str, Any], remove: list[str]) -> dict[str, Any]:
     """Write ``variables`` into, and ``remove`` from, every open task's data (and the last task's,
-    for an instance that waits at none); the instance's variables after the change."""
-    tasks = workflow.get_tasks(state=_OPEN) or ([workflow.last_task] if workflow.last_task is not None else [])
+    for an instance that waits at none); the instance's variables after the change. A failed
+    task's parent too: ``process.retry`` resets the task, which then takes its parent's data."""
+    tasks = _open(workflow) or ([workflow.last_task] if workflow.last_task is not None else [])
+    tasks += [task.parent for task in tasks if task.state == TaskState.ERROR and task.parent is not None]
     for task in tasks:
         task.data.update(variables)
         for name in remove:

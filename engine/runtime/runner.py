@@ -205,27 +205,24 @@ def _save_instance_and_job(uow: UnitOfWork, advance: Advance) -> None:
         "status": outcome.status, "state": outcome.state, "variables": outcome.variables,
         "waiting_for": outcome.waiting_for, "output_keys": outcome.output_keys, "error": outcome.error,
         "revision": row.revision + 1, "called_definitions": advance.pinned or None,
-        "completed_at": utcnow() if outcome.status != "running" else None}, job.id, advance.worker_id)
+        "completed_at": utcnow() if outcome.status != "running" else None}, job.id, advance.worker_id,
+        _end_event(advance))
     writes.add_path_steps(uow, row.tenant_id, job.instance_id, outcome.steps)
-    history.record_many(uow, _events(advance))
 
 
-def _events(advance: Advance) -> list[dict]:
-    """What an advance adds to its instance's history: its end (``completed``, or the incident
-    that failed it). The rest is recorded where it happens (a task's completion, a message's
-    arrival ... by the call that brought it)."""
-    status, error = advance.outcome.status, advance.outcome.error
-    if status == "completed":
-        return [history.event(tenant_id=advance.tenant_id, instance_id=advance.instance_id, kind="completed",
-                              actor=SYSTEM)]
-    if status == "failed":
-        return [_failure_event(advance.tenant_id, advance.instance_id, error or {})]
-    return []
+def _end_event(advance: Advance) -> dict | None:
+    """What an advance adds to its instance's history, written by the save itself: the incident
+    that failed it. (Its completion is written by the database's trigger on the status, migration
+    0021; the rest where it happens: a task's completion, a message's arrival ... by the call that
+    brought it.)"""
+    if advance.outcome.status == "failed":
+        return _failure_event(advance.tenant_id, advance.instance_id, advance.outcome.error or {})
+    return None
 
 
 def _one_write(advance: Advance) -> bool:
     """Whether the save is one statement (so, on PostgreSQL, a transaction in autocommit)."""
-    return not advance.outcome.steps and advance.outcome.status == "running"
+    return not advance.outcome.steps
 
 
 def _failure_event(tenant_id: int, instance_id: int, error: dict) -> dict:

@@ -109,6 +109,9 @@ class Instance(db.Model):
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     started_at: Mapped[datetime] = mapped_column(default=utcnow)
     completed_at: Mapped[datetime | None]
+    # Who started it (an actor, engine.store.history): the database's trigger writes the history's
+    # ``started`` event from it, and its ``completed`` event when the status becomes completed.
+    started_by: Mapped[dict[str, str] | None] = mapped_column(JSON)
 
 
 class InstanceSteps(db.Model):

@@ -63,30 +63,26 @@ _INSERT_HANDED_JOB = Statement(
 
 _insert_instance = (insert(_instances)
                     .values(tenant_id=bindparam("tenant_id"), definition_id=bindparam("definition_id"),
-                            variables=bindparam("variables"), status="running", waiting_for=[])
+                            variables=bindparam("variables"), status="running", waiting_for=[],
+                            started_by=bindparam("started_by"))
                     .returning(_instances.c.id))
 _INSERT_INSTANCE = Statement(_insert_instance)
 
 
 def _create_instance_pg() -> Statement:
-    """The instance, its start job (and the notification) and its history's ``started`` event in
-    one statement: the job's and the event's instance id come from the instance's RETURNING."""
+    """The instance and its start job (and the notification) in one statement: the job's
+    instance id comes from the instance's RETURNING. (The history's ``started`` event is written
+    by the database's trigger on instances, migration 0021.)"""
     new = (insert(_instances)
            .values(tenant_id=bindparam("tenant_id"), definition_id=bindparam("definition_id"),
                    variables=bindparam("variables"), status="running", waiting_for=bindparam("waiting_for"),
-                   revision=0, started_at=bindparam("now"))
+                   revision=0, started_at=bindparam("now"), started_by=bindparam("started_by"))
            .returning(_instances.c.id).cte("new_instance"))
     job = _notifying(insert(_jobs).from_select(
         ["tenant_id", "instance_id", "kind", "payload", "run_at", "attempts", "created_at"],
         select(bindparam("tenant_id"), new.c.id, bindparam("kind"), bindparam("payload", type_=_jobs.c.payload.type),
                bindparam("now"), literal(0), bindparam("now")))).cte("start_job")
-    started = insert(_history).from_select(
-        ["tenant_id", "instance_id", "at", "kind", "actor", "detail"],
-        select(bindparam("tenant_id"), new.c.id, bindparam("now"), literal("started"),
-               bindparam("actor", type_=_history.c.actor.type), bindparam("detail", type_=_history.c.detail.type))
-    ).returning(_history.c.id).cte("started_event")
-    return Statement(select(new.c.id, select(func.count()).select_from(job).scalar_subquery(),
-                            select(func.count()).select_from(started).scalar_subquery()), writes=True)
+    return Statement(select(new.c.id, select(func.count()).select_from(job).scalar_subquery()), writes=True)
 
 
 _CREATE_INSTANCE_PG = _create_instance_pg()
@@ -117,8 +113,9 @@ _FINISH_JOB = Statement(
     .returning(_next_kind().scalar_subquery()))
 
 
-def _save_advance_pg() -> Statement:
-    """The save of an advance and the deletion of its job in one statement, all or nothing.
+def _save_advance_pg(with_event: bool = False) -> Statement:
+    """The save of an advance and the deletion of its job (``with_event``: and the history event
+    of its end) in one statement, all or nothing.
 
     The job's row is locked first (``FOR UPDATE``: a claim that took it over after its lease ran
     out is seen, and none can take it over meanwhile); the instance is updated only if this
@@ -133,14 +130,24 @@ def _save_advance_pg() -> Statement:
     done = (_jobs.delete().where(_jobs.c.id.in_(select(held.c.id)), exists(select(saved.c.id)))
             .returning(_jobs.c.id).cte("done"))
     following = _next_kind().cte("following")
-    return Statement(select(
+    columns = [
         select(func.count()).select_from(done).scalar_subquery(),
         select(following.c.kind).scalar_subquery(),
         select(func.pg_notify(NOTIFY_CHANNEL, following.c.kind)).where(exists(select(done.c.id)))
-        .scalar_subquery()), writes=True)
+        .scalar_subquery()]
+    if with_event:  # the history event of an advance that ends the instance, written only if it saved
+        event = insert(_history).from_select(
+            ["tenant_id", "instance_id", "at", "kind", "element_id", "actor", "detail"],
+            select(bindparam("event_tenant_id"), saved.c.id, bindparam("now"), bindparam("event_kind"),
+                   bindparam("event_element_id", type_=_history.c.element_id.type),
+                   bindparam("event_actor", type_=_history.c.actor.type),
+                   bindparam("event_detail", type_=_history.c.detail.type))).returning(_history.c.id).cte("event")
+        columns.append(select(func.count()).select_from(event).scalar_subquery())
+    return Statement(select(*columns), writes=True)
 
 
 _SAVE_ADVANCE_PG = _save_advance_pg()
+_SAVE_ADVANCE_EVENT_PG = _save_advance_pg(with_event=True)
 
 
 # -- the writes ------------------------------------------------------------------------------------
@@ -167,40 +174,46 @@ def add_handed_job(uow: UnitOfWork, tenant_id: int, kind: str, payload: dict[str
 
 def create_instance(uow: UnitOfWork, tenant_id: int, definition_id: int, variables: dict[str, Any],
                     start_kind: str, start: dict[str, Any] | None = None) -> int:
-    """A running instance, its start job (``start_kind``, the runner's first event) and the
-    ``started`` event of its history (the unit of work's actor); its id. ``start``: where it begins
-    (``start_event``) and what triggered it (``trigger``), for the runner."""
+    """A running instance and its start job (``start_kind``, the runner's first event); its id.
+    ``start``: where it begins (``start_event``) and what triggered it (``trigger``), for the runner.
+    The unit of work's actor is who started it (``started_by``): the database writes the history's
+    ``started`` event with the instance (a trigger, migration 0021)."""
     payload = {"variables": variables, **(start or {})}
-    detail = {"start_event": start["start_event"]} if start and start.get("start_event") else {}
+    started_by = uow.actor.as_dict()
     if uow.postgres:
-        [(instance_id, jobs, events)] = uow.rows(_CREATE_INSTANCE_PG, {
+        [(instance_id, jobs)] = uow.rows(_CREATE_INSTANCE_PG, {
             "tenant_id": tenant_id, "definition_id": definition_id, "variables": variables, "waiting_for": [],
-            "kind": start_kind, "payload": payload, "now": utcnow(), "actor": uow.actor.as_dict(),
-            "detail": detail})
-        assert jobs == 1 and events == 1
+            "kind": start_kind, "payload": payload, "now": utcnow(), "started_by": started_by})
+        assert jobs == 1
         uow.ready(start_kind, notified=True)
         return instance_id
     [(instance_id,)] = uow.rows(_INSERT_INSTANCE, {"tenant_id": tenant_id, "definition_id": definition_id,
-                                                        "variables": variables})
+                                                        "variables": variables, "started_by": started_by})
     add_job(uow, tenant_id, start_kind, instance_id=instance_id, payload=payload)
-    history.record(uow, tenant_id=tenant_id, instance_id=instance_id, kind="started", detail=detail)
     return instance_id
 
 
 def save_advance(uow: UnitOfWork, instance_id: int, loaded_revision: int, values: dict[str, Any],
-                 job_id: int, worker_id: str) -> None:
+                 job_id: int, worker_id: str, event: dict[str, Any] | None = None) -> None:
     """Write an advance's result (``SAVED_COLUMNS``) and delete its job, if the instance is still
     at ``loaded_revision`` and this worker still holds the job's lease (compare-and-swap: of two
     workers only one can save); ``Lost`` otherwise, and nothing is written. The instance's next
-    due job, held back by this one until now, makes the workers wake at commit."""
+    due job, held back by this one until now, makes the workers wake at commit. ``event``: a row of
+    ``history.event`` (the instance's end) written with it, in the same statement on PostgreSQL."""
     if not uow.postgres:
         save_instance(uow, instance_id, loaded_revision, values)
         finish_job(uow, job_id, worker_id, instance_id)
+        if event is not None:
+            history.record_many(uow, [event])
         return
     params = {f"new_{column}": values[column] for column in SAVED_COLUMNS}
     params.update(instance_id=instance_id, loaded_revision=loaded_revision, job_id=job_id, worker_id=worker_id,
                   now=utcnow())
-    [(done, next_kind, _)] = uow.rows(_SAVE_ADVANCE_PG, params)
+    if event is not None:
+        params.update({f"event_{name}": event[name] for name in ("tenant_id", "kind", "element_id", "actor", "detail")})
+        [(done, next_kind, _, _)] = uow.rows(_SAVE_ADVANCE_EVENT_PG, params)
+    else:
+        [(done, next_kind, _)] = uow.rows(_SAVE_ADVANCE_PG, params)
     if done != 1:
         raise Lost()
     if next_kind is not None:

@@ -9,7 +9,9 @@ have been answered, every Baton process gets SIGKILL at once. The same processes
 again on the same database and the test waits until no instance is running. Then, read straight
 from the database: every call answered 202 has its instance, exactly once, completed, with its own
 ``seq``; no ``seq`` has two instances (a call that got no answer may have started 0 or 1); no job
-is left. A sample is also read back through ``process.status``.
+is left; each instance's history holds its start and its end exactly once (and, at the kill, it
+agreed with the instance's status: written in the same transactions). A sample is also read back
+through ``process.status``.
 
 The process's script also works for about 10 ms (``BUSY_SCRIPT``), several times what accepting a
 webhook costs, so that the workers fall behind the burst and the kill finds instances queued and
@@ -108,6 +110,15 @@ def read_instances(engine) -> dict[int, tuple[str, dict]]:
     return {row.id: (row.status, _variables(row.variables)) for row in rows}
 
 
+def read_history(engine) -> dict[int, list[str]]:
+    """Each instance's history, as the kinds of its events in order."""
+    found: dict[int, list[str]] = collections.defaultdict(list)
+    with engine.connect() as conn:
+        for instance_id, kind in conn.execute(text("SELECT instance_id, kind FROM history_events ORDER BY id")):
+            found[instance_id].append(kind)
+    return found
+
+
 def read_jobs(engine) -> list:
     with engine.connect() as conn:
         return conn.execute(text("SELECT id, instance_id, kind, locked_by, locked_until, attempts FROM jobs "
@@ -186,12 +197,18 @@ def test_kill_9_mid_burst_loses_and_doubles_no_start(backend, own_database, tmp_
         try:
             at_kill = read_instances(snapshot)
             jobs_at_kill = read_jobs(snapshot)
+            history_at_kill = read_history(snapshot)
         finally:
             snapshot.dispose()
         running_at_kill = {i for i, (status, _) in at_kill.items() if status == "running"}
         leased_at_kill = [job for job in jobs_at_kill if job.locked_by is not None]
         assert running_at_kill, "every instance had completed before the kill: kill earlier"
         assert set(answered.values()) <= set(at_kill), "a 202 was sent before its instance was committed"
+        # The history was committed with what it records: a start with each instance, an end with each end.
+        unlike = {i: history_at_kill.get(i) for i, (status, _) in at_kill.items()
+                  if history_at_kill.get(i) != ["started"] + (["completed"] if status == "completed" else [])}
+        assert not unlike, f"histories that disagree with their instance at the kill: {dict(list(unlike.items())[:5])}"
+        assert set(history_at_kill) <= set(at_kill)
 
         # --- restart on the same database, let the backlog drain ----------------------------------
         restart_began = time.monotonic()
@@ -226,6 +243,11 @@ def test_kill_9_mid_burst_loses_and_doubles_no_start(backend, own_database, tmp_
         assert not not_completed, f"instances that did not complete: {not_completed}\n{cluster.logs()}"
         miscomputed = {iid: v for iid, (_, v) in final.items() if v.get("total") != 2 * v["seq"]}
         assert not miscomputed, f"instances whose script result is wrong: {miscomputed}"
+
+        history = read_history(engine)
+        unlike = {i: kinds for i, kinds in history.items() if kinds != ["started", "completed"]}
+        assert not unlike and set(history) == set(final), \
+            f"histories lost or doubled by the crash: {dict(list(unlike.items())[:5])}"
 
         leftover_jobs = read_jobs(engine)
         assert not leftover_jobs, f"jobs left after every instance completed: {leftover_jobs}"

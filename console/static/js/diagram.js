@@ -143,6 +143,14 @@ class Diagram {
     return true;
   }
 
+  // Calls fn(elementId) when a shape is clicked (not the process itself, not a flow).
+  onClick(fn) {
+    this.viewer.get('eventBus').on('element.click', (event) => {
+      const element = event.element;
+      if (element && !element.waypoints && element.businessObject && element.parent && element.type !== 'label') fn(element.id);
+    });
+  }
+
   clearMarks() {
     for (const [elementId, marker] of this.marked) this.canvas.removeMarker(elementId, marker);
     this.marked = [];

@@ -4,7 +4,7 @@ work that records them, and gone with their instance."""
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 
 from engine.jobs.kinds import START
 from engine.store import history, writes
@@ -45,8 +45,7 @@ def _start_by_webhook(tenant_id, deployed):
                                              single_write=True) as driver:
         instance_id = writes.create_instance(driver, tenant_id, deployed["definition_id"], {}, START,
                                              {"start_event": "StartEvent_1"})
-    assert _events(instance_id) == [("started", None, {"type": "webhook", "name": "ab12cd34"},
-                                     {"start_event": "StartEvent_1"})]
+    assert _events(instance_id) == [("started", None, {"type": "webhook", "name": "ab12cd34"}, {})]
 
 
 def test_record_names_the_unit_of_works_actor_unless_given_one(instance, uow):
@@ -79,6 +78,15 @@ def test_record_many_writes_one_statement_on_the_driver_and_rolls_back_with_its_
 def test_an_unknown_kind_is_refused():
     with pytest.raises(ValueError):
         history.event(tenant_id=1, instance_id=1, kind="exploded", actor=Actor("system", "baton"))
+
+
+def test_the_database_writes_the_completion_when_the_status_becomes_completed(instance, uow):
+    tenant_id, instance_id = instance
+    for status in ("failed", "running", "completed", "completed"):
+        uow.execute(update(Instance).where(Instance.id == instance_id).values(status=status))
+        uow.commit()
+    assert [event[0] for event in _events(instance_id)] == ["started", "completed"]
+    assert _events(instance_id)[1][2] == {"type": "system", "name": "baton"}
 
 
 def test_the_history_goes_with_its_instance(instance, uow):

@@ -249,3 +249,38 @@ def test_a_single_write_transaction_refuses_a_second_write(definition, backend, 
         with on_driver(single_write=True) as driver:
             writes.create_instance(driver, tenant_id, definition_id, {}, START)
             writes.add_job(driver, tenant_id, "message")
+
+
+@pytest.mark.parametrize("path", ["single", "general"])
+def test_a_save_that_ends_the_instance_writes_its_history_event_only_when_it_saves(definition, path, uow):
+    from engine.store import history
+    from engine.store.models import HistoryEvent
+    from engine.store.unit_of_work import SYSTEM
+
+    tenant_id, definition_id = definition
+    (saved_one, saved_job), (lost_one, lost_job) = (_leased_start(uow, tenant_id, definition_id) for _ in range(2))
+    uow.session.execute(update(Instance).where(Instance.id == lost_one).values(revision=5))
+    uow.commit()
+    for instance_id, job_id in ((saved_one, saved_job), (lost_one, lost_job)):
+        event = history.event(tenant_id=tenant_id, instance_id=instance_id, kind="failed", actor=SYSTEM,
+                              element_id="divide", detail={"message": "boom"})
+        try:
+            if path == "single":
+                with on_driver(single_write=True) as driver:
+                    writes.save_advance(driver, instance_id, 0, {**SAVED, "status": "failed"}, job_id, "me", event)
+            else:
+                writes.save_advance(general_path(uow), instance_id, 0, {**SAVED, "status": "failed"}, job_id, "me",
+                                    event)
+                uow.commit()
+        except writes.Lost:
+            uow.rollback()
+
+    def ended(instance_id):
+        rows = uow.session.execute(select(HistoryEvent.kind, HistoryEvent.element_id, HistoryEvent.actor,
+                                          HistoryEvent.detail)
+                                   .where(HistoryEvent.instance_id == instance_id, HistoryEvent.kind != "started")).all()
+        uow.rollback()
+        return [tuple(row) for row in rows]
+
+    assert ended(saved_one) == [("failed", "divide", {"type": "system", "name": "baton"}, {"message": "boom"})]
+    assert ended(lost_one) == []
