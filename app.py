@@ -88,6 +88,8 @@ class Settings:
     retention_batch: int = 200                                      # BATON_RETENTION_BATCH (instances per transaction)
     log_level: str = "WARNING"                                      # BATON_LOG_LEVEL
     log_format: str = "text"                                        # BATON_LOG_FORMAT (text or json)
+    secret_key: str | None = None                                   # BATON_SECRET_KEY (keys, comma-separated, current first)
+    secret_key_file: str = str(INSTANCE / "secret.key")             # BATON_SECRET_KEY_FILE (unset key: created there)
 
     ENV = {"database_url": "DATABASE_URL"}
 
@@ -340,7 +342,9 @@ def create_app(config: dict | None = None) -> Flask:
             configure_sqlite(db.engine)
         elif db.engine.dialect.name == "postgresql":
             configure_postgres(db.engine)
+        keys = _secret_keys(settings)
         upgrade(directory=str(ROOT / "migrations"))
+        _check_secret_keys(keys)
 
     from channels.http import register_http
     from channels.messengers import bp as messengers_bp
@@ -381,6 +385,59 @@ def create_app(config: dict | None = None) -> Flask:
         cli.ensure_default_tenant(app)
         app.extensions["baton"].start_workers(embedded=True)
     return app
+
+
+def _secret_keys(settings: Settings):
+    """Install the key ring that seals stored secrets (``engine.store.sealing``) before the
+    migrations run (0025 seals what was stored in the clear)."""
+    from engine.store import sealing
+
+    try:
+        loaded = sealing.load(settings.secret_key, Path(settings.secret_key_file))
+    except sealing.SecretKeyError as exc:
+        raise click.ClickException(str(exc)) from None
+    sealing.install(loaded.ring)
+    return loaded
+
+
+def _check_secret_keys(loaded) -> None:
+    """Refuse to start with a ring that lacks a key the database needs (a wrong or missing
+    ``BATON_SECRET_KEY``); write the embedded default's new key file and say so."""
+    from engine.store import sealing
+
+    try:
+        with db.engine.begin() as connection:
+            if not _is_command("secrets", "forget"):  # (which drops what the lost key sealed)
+                sealing.check(connection, loaded)
+            ring = loaded.ring
+            if loaded.new_file is not None:
+                try:
+                    sealing.write_key_file(loaded.new_file, [ring.keys[0]], exclusive=True)
+                except FileExistsError:  # another process of this server wrote it first: use that one
+                    ring = sealing.KeyRing(sealing.read_key_file(loaded.new_file), source=f"the key file "
+                                           f"{loaded.new_file}", path=loaded.new_file)
+                    sealing.install(ring)
+                    sealing.check(connection, sealing.Loaded(ring))
+                else:
+                    ring = sealing.KeyRing(list(ring.keys), source=f"the key file {loaded.new_file}",
+                                           path=loaded.new_file)  # (a rotation changes the file: followed)
+                    sealing.install(ring)
+                    logging.getLogger("baton.secrets").warning(
+                        "Created the secret key file %s (mode 0600): it encrypts the stored secrets. Keep it "
+                        "with the database's backups; set BATON_SECRET_KEY on other machines "
+                        "(docs/operations.md, \"Security model\").", loaded.new_file)
+            sealing.register(connection, ring)
+    except sealing.SecretKeyError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _is_command(*words: str) -> bool:
+    """Whether the command line being run is ``flask ... <words> ...`` (the app loads before click
+    has picked the command, so the arguments are all there is to read)."""
+    import sys
+
+    argv = sys.argv[1:]
+    return any(argv[i:i + len(words)] == list(words) for i in range(len(argv)))
 
 
 def _is_flask_run_serving() -> bool:

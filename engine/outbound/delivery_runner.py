@@ -22,7 +22,7 @@ from engine.errors import OutboundError, OutboundRefusedError
 from engine.jobs.retry import DeliverySchedule
 from engine.outbound import delivery, delivery_drain
 from engine.outbound.delivery import DEAD, HELD, QUEUED, SENT
-from engine.store import writes
+from engine.store import sealing, writes
 from engine.store.db import utcnow
 from engine.store.models import Channel, Delivery
 from engine.store.unit_of_work import UnitOfWork
@@ -255,7 +255,7 @@ def _locked_row(uow: UnitOfWork, delivery_id):
 
 def _post_attempt(uow: UnitOfWork, job: jobs.ClaimedJob, row) -> _Attempt:
     """A signed POST: to the channel's current webhook URL with its current secret, if it has one."""
-    url, secret = row.url, job.payload.get("secret")
+    url, secret = row.url, sealing.open_sealed(job.payload.get("secret"))
     if row.channel_id is not None and url.startswith(("http://", "https://")):
         channel = uow.run(_CHANNEL_WEBHOOK, {"channel_id": row.channel_id}).first()
         if channel is not None:
