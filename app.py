@@ -88,10 +88,16 @@ class Settings:
     retention_batch: int = 200                                      # BATON_RETENTION_BATCH (instances per transaction)
     log_level: str = "WARNING"                                      # BATON_LOG_LEVEL
     log_format: str = "text"                                        # BATON_LOG_FORMAT (text or json)
+    audit_retention_days: float = 365.0                             # BATON_AUDIT_RETENTION_DAYS (0: keep the audit log)
     secret_key: str | None = None                                   # BATON_SECRET_KEY (keys, comma-separated, current first)
     secret_key_file: str = str(INSTANCE / "secret.key")             # BATON_SECRET_KEY_FILE (unset key: created there)
 
     ENV = {"database_url": "DATABASE_URL"}
+
+    @property
+    def audit_retention(self) -> timedelta | None:
+        """How long audit entries are kept; None: for ever (``BATON_AUDIT_RETENTION_DAYS=0``)."""
+        return timedelta(days=self.audit_retention_days) if self.audit_retention_days > 0 else None
 
     @property
     def retention(self) -> timedelta | None:
@@ -229,7 +235,8 @@ class Baton:
         handlers[AI_TURN] = AiTurnRunner(self.ai)
         # Within half a lease per run (the rest right after), so that no other worker takes it over.
         handlers[RETENTION] = RetentionRunner(settings.retention, every_s=settings.retention_every_s,
-                                              batch_size=settings.retention_batch, budget_s=settings.job_lease_s / 2)
+                                              batch_size=settings.retention_batch, budget_s=settings.job_lease_s / 2,
+                                              audit_retention=settings.audit_retention)
         return handlers
 
     def start_worker_processes(self, count: int):
@@ -313,6 +320,8 @@ def create_app(config: dict | None = None) -> Flask:
     if settings.retention_days < 0 or settings.retention_every_s <= 0 or settings.retention_batch < 1:
         raise ValueError("BATON_RETENTION_DAYS must be 0 (keep everything) or more, BATON_RETENTION_EVERY_S "
                          "more than 0 and BATON_RETENTION_BATCH at least 1.")
+    if settings.audit_retention_days < 0:
+        raise ValueError("BATON_AUDIT_RETENTION_DAYS must be 0 (keep the audit log) or more.")
     if settings.db_pool_size < 1:
         raise ValueError("BATON_DB_POOL_SIZE must be at least 1.")
     logs.configure(settings.log_level, settings.log_format)

@@ -36,14 +36,15 @@ def ensure_default_tenant(app: Flask) -> None:
         print(key, flush=True)
 
 
-def purge_now(units, kept: timedelta, *, batch_size: int = 200, rest: float = 1.0):
+def purge_now(units, kept: timedelta, *, batch_size: int = 200, rest: float = 1.0,
+              audit_kept: timedelta | None = None):
     """Run a whole retention purge now (``engine.retention.Purging``), one unit of work per batch;
     its report."""
     import time
 
     from engine import retention
 
-    purging = retention.Purging(kept, batch_size=batch_size, rest=rest)
+    purging = retention.Purging(kept, batch_size=batch_size, rest=rest, audit_retention=audit_kept)
     while True:
         with units.begin("cli") as uow:
             more = purging.step(uow)
@@ -106,6 +107,7 @@ def register(app: Flask) -> None:
         with app.extensions["baton.units"].begin("cli") as uow:
             dropped = sealing.forget_all(uow.connection())
             sealing.register(uow.connection(), sealing.ring())
+            _audit(uow, "secrets.forget", sealing.ring().current_id)
         click.echo(f"Dropped {dropped} stored secret(s); reconnect the messenger channels and set the webhook "
                    f"and web-chat secrets again.")
 
@@ -123,7 +125,8 @@ def register(app: Flask) -> None:
         if kept is None:
             click.echo("Retention is off (BATON_RETENTION_DAYS=0): nothing removed. Use --days to remove once.")
             return
-        report = purge_now(app.extensions["baton.units"], kept, batch_size=settings.retention_batch)
+        report = purge_now(app.extensions["baton.units"], kept, batch_size=settings.retention_batch,
+                           audit_kept=settings.audit_retention)
         longest = max(report.batch_seconds, default=0.0)
         click.echo(f"Removed what ended before {iso(report.cutoff)} in {len(report.batch_seconds)} "
                    f"transaction(s), the longest {longest * 1000:.0f} ms:")
@@ -202,10 +205,25 @@ def _rotate(app: Flask) -> None:
                    "current key only.", err=True)
     with app.extensions["baton.units"].begin("cli") as uow:
         changed = sealing.reseal_all(uow.connection(), ring)
+        _audit(uow, "secrets.rotate", ring.current_id)
     if ring.path is not None:
         sealing.write_key_file(ring.path, [ring.keys[0], previous])  # older keys than the last are dropped
         ring.refresh()
     click.echo(f"Sealed {changed} stored secret(s) under key {ring.current_id}.")
+
+
+def _audit(uow, method: str, key_id: str) -> None:
+    """A server-wide administration act, in the audit log of every tenant (actor: the OS user)."""
+    import getpass
+
+    from engine import audit
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    audit.record(uow, None, actor_type="cli", actor=user, key_id=None, method=method, target_kind="secrets",
+                 target_id=key_id)
 
 
 def _raise_system_exit(*_) -> None:
