@@ -53,6 +53,7 @@ class Settings:
     poll_s: float = 5.0                                             # BATON_POLL_S
     shutdown_grace_s: float = 20.0                                  # BATON_SHUTDOWN_GRACE_S (SIGTERM: jobs may finish)
     delivery_retry_scale: float = 1.0                               # BATON_DELIVERY_RETRY_SCALE (tests: tiny)
+    delivery_probe_s: float = 15.0                                  # BATON_DELIVERY_PROBE_S (a failing destination's probe)
     ai_base_url: str | None = None                                  # BATON_AI_BASE_URL (unset: the built-in)
     ai_model: str | None = None                                     # BATON_AI_MODEL
     ai_api_key: str | None = None                                   # BATON_AI_API_KEY
@@ -88,6 +89,7 @@ class Settings:
     retention_batch: int = 200                                      # BATON_RETENTION_BATCH (instances per transaction)
     log_level: str = "WARNING"                                      # BATON_LOG_LEVEL
     log_format: str = "text"                                        # BATON_LOG_FORMAT (text or json)
+    metrics_token: str | None = None                                # BATON_METRICS_TOKEN (bearer for /metrics; unset: open)
     audit_retention_days: float = 365.0                             # BATON_AUDIT_RETENTION_DAYS (0: keep the audit log)
     secret_key: str | None = None                                   # BATON_SECRET_KEY (keys, comma-separated, current first)
     secret_key_file: str = str(INSTANCE / "secret.key")             # BATON_SECRET_KEY_FILE (unset key: created there)
@@ -231,6 +233,7 @@ class Baton:
         handlers[OPERATOR] = HttpTaskRunner(self.sandbox, script_engine, specs, self.outbound,
                                             retry_base_s=settings.http_retry_base_s)
         handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale,
+                                           probe_s=settings.delivery_probe_s,
                                            channel_calls=MessengerCalls(MESSENGERS, settings.messenger_api_urls))
         handlers[AI_TURN] = AiTurnRunner(self.ai)
         # Within half a lease per run (the rest right after), so that no other worker takes it over.

@@ -31,6 +31,7 @@ from engine.telemetry import metrics
 log = logging.getLogger("baton.delivery")
 
 TIMEOUT_S = 10.0
+PROBE_S = 15.0            # a destination with deliveries waiting out a delay is tried this often (its oldest)
 PARK_RECHECK_S = 3600.0   # a parked job is woken by its predecessor; this is only a safety net
 RETRY, WAIT = "retry", "wait"
 
@@ -120,9 +121,10 @@ class DeliveryRunner:
     """Job handler for ``deliver`` jobs: decide (a unit of work), send (none open), record (another)."""
 
     def __init__(self, outbound, *, retry_scale: float = 1.0, timeout_s: float = TIMEOUT_S,
-                 channel_calls: ChannelCalls | None = None):
+                 channel_calls: ChannelCalls | None = None, probe_s: float = PROBE_S):
         self.outbound = outbound
         self.schedule = DeliverySchedule(retry_scale)
+        self.probe_s = float(probe_s)
         self.timeout_s = float(timeout_s)
         self.channel_calls = channel_calls
 
@@ -231,6 +233,7 @@ class DeliveryRunner:
                 payload = delivery_drain.not_before(payload or job.payload,
                                                     now + timedelta(seconds=outcome.retry_after_s))
             if next_at is not None:
+                next_at = self._probe_sooner(uow, row, now, next_at, outcome.retry_after_s)
                 if not delivery.put_back(uow, job, worker_id, next_at, payload):
                     raise writes.Lost()  # lease lost: the worker that took the job over records
                 uow.run(_RETRYING, {"delivery_id": row.id, "new_last_error": error, "next_at": next_at,
@@ -242,6 +245,18 @@ class DeliveryRunner:
         _die(uow, job, worker_id, row, error)
         uow.after_commit(lambda: (log.warning("delivery %s (%s) is dead: %s", row.id, row.delivery_uid, error),
                                   _counted(DEAD)))
+
+
+    def _probe_sooner(self, uow: UnitOfWork, row, now, next_at, retry_after_s: float | None):
+        """The recovery probe: the oldest failing delivery of a destination is tried again within
+        ``probe_s`` (never before the receiver's ``Retry-After``), whatever its schedule says, so that
+        its success, and the drain it starts, come within seconds of the receiver's return. Only one
+        delivery of a destination is its oldest: one probe per destination, whichever worker holds it."""
+        probe_at = now + timedelta(seconds=max(self.probe_s, retry_after_s or 0.0))
+        if probe_at >= next_at or not delivery_drain.is_oldest_failing(uow, row, now,
+                                                                       timedelta(seconds=4 * self.probe_s)):
+            return next_at
+        return probe_at
 
 
 def _locked_row(uow: UnitOfWork, delivery_id):
