@@ -71,7 +71,8 @@ class KeyRing:
         from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
         if not keys:
-            raise SecretKeyError(f"{source} holds no key.")
+            raise SecretKeyError(f"{source} holds no key: `flask --app app secrets new-key` prints one "
+                                 f"(see {_DOCS}).")
         self._aesgcm = AESGCM
         self.source, self.path = source, path
         self._lock = threading.Lock()

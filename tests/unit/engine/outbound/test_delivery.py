@@ -60,9 +60,10 @@ def key() -> str:
 def make_runner():
     clients = []
 
-    def make(scale: float = 0.001, timeout_s: float = 10.0, allow_private: bool = True):
+    def make(scale: float = 0.001, timeout_s: float = 10.0, allow_private: bool = True,
+             probe_s: float = delivery_runner.PROBE_S):
         clients.append(OutboundHttp(allow_private=allow_private))
-        return delivery_runner.DeliveryRunner(clients[-1], retry_scale=scale, timeout_s=timeout_s)
+        return delivery_runner.DeliveryRunner(clients[-1], retry_scale=scale, timeout_s=timeout_s, probe_s=probe_s)
 
     yield make
     for client in clients:
