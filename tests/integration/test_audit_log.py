@@ -12,11 +12,7 @@ from tests.harness import RpcError, bpmn
 
 
 def audit_list(api, **params):
-    """``audit.list`` (its ``method`` param is posted as is: ``Api.call`` takes that name itself)."""
-    body = api.post({"jsonrpc": "2.0", "id": 1, "method": "audit.list", "params": params}).json()
-    if "error" in body:
-        raise RpcError(body["error"])
-    return body["result"]
+    return api.call("audit.list", **params)
 
 
 def entries(api, **params) -> list[dict]:

@@ -9,15 +9,26 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
+
 from tests.fakes.telegram import error as telegram_error
+from tests.harness import BatonServer
 from tests.integration.messengers.helpers import deliveries_of, eventually, new_chat_id
-from tests.integration.messengers.test_messenger_drain import CHATS, PER_CHAT, seconds_until, stretched  # noqa: F401
+from tests.integration.messengers.test_messenger_drain import CHATS, PER_CHAT, seconds_until
 from tests.integration.messengers.test_telegram_chats import Bot
 
 PROBE_S = 15.0
 
 
-def test_a_bot_whose_api_comes_back_gets_its_answers_out_without_new_messages(stretched, fakes):  # noqa: F811
+@pytest.fixture
+def stretched(own_database, tmp_path, fakes):
+    """The schedule stretched, the probe at its default (15 s)."""
+    server = BatonServer(own_database, tmp_path, BATON_DELIVERY_RETRY_SCALE="20", **fakes.environment()).start()
+    yield server
+    server.stop()
+
+
+def test_a_bot_whose_api_comes_back_gets_its_answers_out_without_new_messages(stretched, fakes):
     api = stretched.api(stretched.create_tenant("messenger-probe"))
     fake = fakes.telegram
     bot = Bot(api, fake, "chat_burst.bpmn", count=str(PER_CHAT))
