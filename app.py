@@ -419,6 +419,12 @@ def _check_secret_keys(loaded) -> None:
 
     try:
         with db.engine.begin() as connection:
+            if loaded.new_file is not None and loaded.new_file.exists():
+                # Another process of this server started at the same moment and wrote it first.
+                ring = sealing.KeyRing(sealing.read_key_file(loaded.new_file),
+                                       source=f"the key file {loaded.new_file}", path=loaded.new_file)
+                sealing.install(ring)
+                loaded = sealing.Loaded(ring)
             if not _is_command("secrets", "forget"):  # (which drops what the lost key sealed)
                 sealing.check(connection, loaded)
             ring = loaded.ring

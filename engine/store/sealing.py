@@ -149,17 +149,21 @@ def write_key_file(path: Path, keys: list[bytes], *, exclusive: bool = False) ->
     """Write the key file with mode 0600: atomically (a rename), or only if it does not exist yet."""
     text = "".join(base64.urlsafe_b64encode(key).decode("ascii") + "\n" for key in keys)
     path.parent.mkdir(parents=True, exist_ok=True)
-    if exclusive:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # FileExistsError when raced
-    else:
-        temporary = path.with_name(path.name + f".{os.getpid()}.tmp")
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # Written whole beside it, then put in place in one step: a reader never sees half a file.
+    temporary = path.with_name(path.name + f".{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as file:
         file.write(text)
         file.flush()
         os.fsync(file.fileno())
-    if not exclusive:
-        os.replace(temporary, path)
+    try:
+        if exclusive:
+            os.link(temporary, path)  # FileExistsError when another process made it first
+        else:
+            os.replace(temporary, path)
+    finally:
+        if temporary.exists():
+            temporary.unlink()
 
 
 @dataclass(frozen=True)

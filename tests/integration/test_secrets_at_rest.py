@@ -201,3 +201,4 @@ def test_a_rotation_killed_at_any_point_leaves_every_secret_readable(own_databas
         assert signed_start(restarted, secrets["webhook_url"], secrets["webhook"]).status_code == 202
     finally:
         restarted.stop()
+
