@@ -144,3 +144,16 @@ def test_the_x_baton_signature_still_works_and_a_webhook_without_secret_ignores_
     message_id, now = "msg_" + uuid.uuid4().hex, datetime.now(timezone.utc)
     assert post(webhook["url"], message_id, str(int(time.time())),
                 Webhook(secret.encode()).sign(message_id, now, BODY.decode())).status_code == 202
+
+
+def test_a_crm_task_event_verifies_with_the_reference_library_under_its_callback_token(api, unique_code, receiver):
+    from tests.integration.test_headless_tasks import _BUTTONS
+
+    xml = bpmn("approval_form.bpmn").replace(
+        _BUTTONS, _BUTTONS + f'<camunda:property name="crm_webhook" value="{receiver.url}/crm/events" />')
+    api.deploy(xml, code=unique_code)
+    api.call("process.start", definition_id=unique_code, variables={"customer": "Zoë", "order": 17})
+    [got] = receiver.wait_for(1, timeout=30)
+    headers = {name.lower(): value for name, value in got.headers.items()}
+    event = Webhook(got.json()["callback_token"].encode()).verify(got.body, headers)
+    assert event["event"] == "task.created" and headers["webhook-id"] == headers["x-baton-delivery"]
