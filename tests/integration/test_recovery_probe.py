@@ -27,9 +27,11 @@ DOWN_S = 20.0
 CHATS, PER_CHAT = 4, 3
 
 
-@pytest.fixture
-def stretched(own_database, tmp_path):
-    server = BatonServer(own_database, tmp_path, BATON_DELIVERY_RETRY_SCALE="20").start()
+@pytest.fixture(params=["0", "2"], ids=["threads", "two-worker-processes"])
+def stretched(request, own_database, tmp_path):
+    """The server, its workers as threads or as two worker processes (one probe across both)."""
+    server = BatonServer(own_database, tmp_path, BATON_DELIVERY_RETRY_SCALE="20",
+                         BATON_WORKER_PROCESSES=request.param).start()
     yield server
     server.stop()
 
