@@ -57,6 +57,7 @@ class Settings:
     poll_s: float = 5.0                                             # BATON_POLL_S
     shutdown_grace_s: float = 20.0                                  # BATON_SHUTDOWN_GRACE_S (SIGTERM: jobs may finish)
     delivery_retry_scale: float = 1.0                               # BATON_DELIVERY_RETRY_SCALE (tests: tiny)
+    delivery_probe_s: float = 15.0                                  # BATON_DELIVERY_PROBE_S (a failing destination's probe)
     ai_base_url: str | None = None                                  # BATON_AI_BASE_URL (unset: the built-in)
     ai_model: str | None = None                                     # BATON_AI_MODEL
     ai_api_key: str | None = None                                   # BATON_AI_API_KEY
@@ -111,8 +112,17 @@ class Settings:
     retention_batch: int = 200                                      # BATON_RETENTION_BATCH (instances per transaction)
     log_level: str = "WARNING"                                      # BATON_LOG_LEVEL
     log_format: str = "text"                                        # BATON_LOG_FORMAT (text or json)
+    metrics_token: str | None = None                                # BATON_METRICS_TOKEN (bearer for /metrics; unset: open)
+    audit_retention_days: float = 365.0                             # BATON_AUDIT_RETENTION_DAYS (0: keep the audit log)
+    secret_key: str | None = None                                   # BATON_SECRET_KEY (keys, comma-separated, current first)
+    secret_key_file: str = str(INSTANCE / "secret.key")             # BATON_SECRET_KEY_FILE (unset key: created there)
 
     ENV = {"database_url": "DATABASE_URL"}
+
+    @property
+    def audit_retention(self) -> timedelta | None:
+        """How long audit entries are kept; None: for ever (``BATON_AUDIT_RETENTION_DAYS=0``)."""
+        return timedelta(days=self.audit_retention_days) if self.audit_retention_days > 0 else None
 
     @property
     def retention(self) -> timedelta | None:
@@ -254,12 +264,14 @@ class Baton:
         handlers[OPERATOR] = HttpTaskRunner(self.sandbox, script_engine, specs, self.outbound,
                                             retry_base_s=settings.http_retry_base_s)
         handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale,
+                                           probe_s=settings.delivery_probe_s,
                                            channel_calls=MessengerCalls(MESSENGERS, settings.messenger_api_urls,
                                                                         Pacing(settings.messenger_limits)))
         handlers[AI_TURN] = AiTurnRunner(self.ai)
         # Within half a lease per run (the rest right after), so that no other worker takes it over.
         handlers[RETENTION] = RetentionRunner(settings.retention, every_s=settings.retention_every_s,
-                                              batch_size=settings.retention_batch, budget_s=settings.job_lease_s / 2)
+                                              batch_size=settings.retention_batch, budget_s=settings.job_lease_s / 2,
+                                              audit_retention=settings.audit_retention)
         return handlers
 
     def start_worker_processes(self, count: int):
@@ -343,6 +355,8 @@ def create_app(config: dict | None = None) -> Flask:
     if settings.retention_days < 0 or settings.retention_every_s <= 0 or settings.retention_batch < 1:
         raise ValueError("BATON_RETENTION_DAYS must be 0 (keep everything) or more, BATON_RETENTION_EVERY_S "
                          "more than 0 and BATON_RETENTION_BATCH at least 1.")
+    if settings.audit_retention_days < 0:
+        raise ValueError("BATON_AUDIT_RETENTION_DAYS must be 0 (keep the audit log) or more.")
     if settings.db_pool_size < 1:
         raise ValueError("BATON_DB_POOL_SIZE must be at least 1.")
     if settings.script_hosts < 1 or settings.script_host_runs < 1:
@@ -384,7 +398,9 @@ def create_app(config: dict | None = None) -> Flask:
             configure_sqlite(db.engine)
         elif db.engine.dialect.name == "postgresql":
             configure_postgres(db.engine)
+        keys = _secret_keys(settings)
         upgrade(directory=str(ROOT / "migrations"))
+        _check_secret_keys(keys)
 
     from channels.http import register_http
     from channels.messengers import bp as messengers_bp
@@ -427,6 +443,65 @@ def create_app(config: dict | None = None) -> Flask:
         cli.ensure_default_tenant(app)
         app.extensions["baton"].start_workers(embedded=True)
     return app
+
+
+def _secret_keys(settings: Settings):
+    """Install the key ring that seals stored secrets (``engine.store.sealing``) before the
+    migrations run (0025 seals what was stored in the clear)."""
+    from engine.store import sealing
+
+    try:
+        loaded = sealing.load(settings.secret_key, Path(settings.secret_key_file))
+    except sealing.SecretKeyError as exc:
+        raise click.ClickException(str(exc)) from None
+    sealing.install(loaded.ring)
+    return loaded
+
+
+def _check_secret_keys(loaded) -> None:
+    """Refuse to start with a ring that lacks a key the database needs (a wrong or missing
+    ``BATON_SECRET_KEY``); write the embedded default's new key file and say so."""
+    from engine.store import sealing
+
+    try:
+        with db.engine.begin() as connection:
+            if loaded.new_file is not None and loaded.new_file.exists():
+                # Another process of this server started at the same moment and wrote it first.
+                ring = sealing.KeyRing(sealing.read_key_file(loaded.new_file),
+                                       source=f"the key file {loaded.new_file}", path=loaded.new_file)
+                sealing.install(ring)
+                loaded = sealing.Loaded(ring)
+            if not _is_command("secrets", "forget"):  # (which drops what the lost key sealed)
+                sealing.check(connection, loaded)
+            ring = loaded.ring
+            if loaded.new_file is not None:
+                try:
+                    sealing.write_key_file(loaded.new_file, [ring.keys[0]], exclusive=True)
+                except FileExistsError:  # another process of this server wrote it first: use that one
+                    ring = sealing.KeyRing(sealing.read_key_file(loaded.new_file), source=f"the key file "
+                                           f"{loaded.new_file}", path=loaded.new_file)
+                    sealing.install(ring)
+                    sealing.check(connection, sealing.Loaded(ring))
+                else:
+                    ring = sealing.KeyRing(list(ring.keys), source=f"the key file {loaded.new_file}",
+                                           path=loaded.new_file)  # (a rotation changes the file: followed)
+                    sealing.install(ring)
+                    logging.getLogger("baton.secrets").warning(
+                        "Created the secret key file %s (mode 0600): it encrypts the stored secrets. Keep it "
+                        "with the database's backups; set BATON_SECRET_KEY on other machines "
+                        "(docs/operations.md, \"Security model\").", loaded.new_file)
+            sealing.register(connection, ring)
+    except sealing.SecretKeyError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _is_command(*words: str) -> bool:
+    """Whether the command line being run is ``flask ... <words> ...`` (the app loads before click
+    has picked the command, so the arguments are all there is to read)."""
+    import sys
+
+    argv = sys.argv[1:]
+    return any(argv[i:i + len(words)] == list(words) for i in range(len(argv)))
 
 
 def _is_flask_run_serving() -> bool:

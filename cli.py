@@ -36,14 +36,15 @@ def ensure_default_tenant(app: Flask) -> None:
         print(key, flush=True)
 
 
-def purge_now(units, kept: timedelta, *, batch_size: int = 200, rest: float = 1.0):
+def purge_now(units, kept: timedelta, *, batch_size: int = 200, rest: float = 1.0,
+              audit_kept: timedelta | None = None):
     """Run a whole retention purge now (``engine.retention.Purging``), one unit of work per batch;
     its report."""
     import time
 
     from engine import retention
 
-    purging = retention.Purging(kept, batch_size=batch_size, rest=rest)
+    purging = retention.Purging(kept, batch_size=batch_size, rest=rest, audit_retention=audit_kept)
     while True:
         with units.begin("cli") as uow:
             more = purging.step(uow)
@@ -77,6 +78,39 @@ def register(app: Flask) -> None:
         click.echo(f"Created tenant '{tenant.name}' (id {tenant.id}). Admin API key:")
         click.echo(key)
 
+    @app.cli.group("secrets")
+    def secrets_group():
+        """The key that seals stored secrets (docs/operations.md, "Security model")."""
+
+    @secrets_group.command("new-key")
+    def secrets_new_key():
+        """Print a new key for BATON_SECRET_KEY."""
+        from engine.store import sealing
+
+        click.echo(sealing.new_key())
+
+    @secrets_group.command("rotate")
+    def secrets_rotate():
+        """Seal every stored secret under a new key while the server runs: with the key file, a new
+        key is put first in it (the old one stays accepted); with BATON_SECRET_KEY=NEW,OLD, under NEW."""
+        _rotate(app)
+
+    @secrets_group.command("forget")
+    @click.option("--yes", is_flag=True, help="Confirm: the sealed secrets are dropped for good.")
+    def secrets_forget(yes):
+        """For a lost key: drop every stored secret so that Baton starts under a new key (messenger
+        channels are disabled until connected again; webhooks and web-chat channels lose their secret)."""
+        if not yes:
+            raise click.ClickException("This drops every stored secret; run it again with --yes.")
+        from engine.store import sealing
+
+        with app.extensions["baton.units"].begin("cli") as uow:
+            dropped = sealing.forget_all(uow.connection())
+            sealing.register(uow.connection(), sealing.ring())
+            _audit(uow, "secrets.forget", sealing.ring().current_id)
+        click.echo(f"Dropped {dropped} stored secret(s); reconnect the messenger channels and set the webhook "
+                   f"and web-chat secrets again.")
+
     @app.cli.command("retention")
     @click.option("--days", type=click.FloatRange(min=0, min_open=True), default=None,
                   help="Remove what ended more than this many days ago [BATON_RETENTION_DAYS].")
@@ -91,7 +125,8 @@ def register(app: Flask) -> None:
         if kept is None:
             click.echo("Retention is off (BATON_RETENTION_DAYS=0): nothing removed. Use --days to remove once.")
             return
-        report = purge_now(app.extensions["baton.units"], kept, batch_size=settings.retention_batch)
+        report = purge_now(app.extensions["baton.units"], kept, batch_size=settings.retention_batch,
+                           audit_kept=settings.audit_retention)
         longest = max(report.batch_seconds, default=0.0)
         click.echo(f"Removed what ended before {iso(report.cutoff)} in {len(report.batch_seconds)} "
                    f"transaction(s), the longest {longest * 1000:.0f} ms:")
@@ -153,6 +188,42 @@ def register(app: Flask) -> None:
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM while stopping: stop now
             baton.stop()
+
+
+def _rotate(app: Flask) -> None:
+    from engine.store import sealing
+
+    ring = sealing.ring()
+    if ring.path is not None:
+        previous = ring.keys[0]
+        new = sealing.decode_key(sealing.new_key())
+        sealing.write_key_file(ring.path, [new, *ring.keys])  # running processes pick it up (KeyRing.refresh)
+        ring.refresh()
+    elif len(ring.keys) == 1:
+        click.echo("BATON_SECRET_KEY holds one key: to rotate, set BATON_SECRET_KEY=NEW,OLD on every process "
+                   "(NEW from `flask --app app secrets new-key`), then run this again; resealing under the "
+                   "current key only.", err=True)
+    with app.extensions["baton.units"].begin("cli") as uow:
+        changed = sealing.reseal_all(uow.connection(), ring)
+        _audit(uow, "secrets.rotate", ring.current_id)
+    if ring.path is not None:
+        sealing.write_key_file(ring.path, [ring.keys[0], previous])  # older keys than the last are dropped
+        ring.refresh()
+    click.echo(f"Sealed {changed} stored secret(s) under key {ring.current_id}.")
+
+
+def _audit(uow, method: str, key_id: str) -> None:
+    """A server-wide administration act, in the audit log of every tenant (actor: the OS user)."""
+    import getpass
+
+    from engine import audit
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    audit.record(uow, None, actor_type="cli", actor=user, key_id=None, method=method, target_kind="secrets",
+                 target_id=key_id)
 
 
 def _raise_system_exit(*_) -> None:

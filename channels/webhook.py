@@ -62,9 +62,11 @@ def read_variables(body: bytes, mimetype: str | None) -> dict | BadRequestError:
 
 
 def _call(webhook_id: str, body: bytes, mimetype: str | None, headers) -> webhooks.WebhookCall:
+    standard = tuple(headers.get(name) for name in ("webhook-id", "webhook-timestamp", "webhook-signature"))
     return webhooks.WebhookCall(webhook_id, body, read_variables(body, mimetype),
                                 signature=headers.get("X-Baton-Signature"),
-                                idempotency_key=headers.get("Idempotency-Key"))
+                                idempotency_key=headers.get("Idempotency-Key"),
+                                standard=standard if any(value is not None for value in standard) else None)
 
 
 def accept(units: Units, call: webhooks.WebhookCall) -> dict:
@@ -97,7 +99,7 @@ def inbound(webhook_id: str):
 
 
 class _Headers:
-    """The two headers the accept reads, from a WSGI environ."""
+    """The headers the accept reads, from a WSGI environ."""
 
     def __init__(self, environ):
         self.environ = environ

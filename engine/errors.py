@@ -149,6 +149,13 @@ class UnauthorizedError(BatonError):
     http_status = 401
 
 
+class MetricsTokenError(UnauthorizedError):
+    """/metrics needs the metrics token: send it as "Authorization: Bearer <BATON_METRICS_TOKEN>"."""
+
+    def http_headers(self) -> dict[str, str]:
+        return {"WWW-Authenticate": 'Bearer realm="metrics"'}
+
+
 class ForbiddenError(BatonError):
     """The API key lacks the permission for this."""
 

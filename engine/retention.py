@@ -40,9 +40,9 @@ from sqlalchemy import delete, exists, func, or_, select, text, update
 from engine import jobs
 from engine.jobs.kinds import OPERATOR, RETENTION, THROWN
 from engine.store.db import utcnow
-from engine.store.models import (AiDialog, ChatAttachment, Conversation, Delivery, EventSubscription, ExternalTask,
-                                 HistoryEvent, IdempotencyRecord, InboundReceipt, Instance, Job, Message, Task, Tenant,
-                                 WebhookRoute)
+from engine.store.models import (AiDialog, AuditEntry, ChatAttachment, Conversation, Delivery, EventSubscription,
+                                 ExternalTask, HistoryEvent, IdempotencyRecord, InboundReceipt, Instance, Job, Message,
+                                 Task, Tenant, WebhookRoute)
 from engine.store.unit_of_work import UnitOfWork
 from engine.telemetry import metrics
 
@@ -53,7 +53,8 @@ IDEMPOTENCY_WINDOW = timedelta(hours=24)  # the contract's replay window (§4.1)
 RECEIPT_MIN_AGE = timedelta(days=7)       # WhatsApp retries an undelivered notification for up to 7 days
 # Every table retention removes rows from, in the order the command prints them.
 TABLES = ("instances", "tasks", "external_tasks", "event_subscriptions", "jobs", "history_events", "ai_dialogs",
-          "conversations", "messages", "attachments", "deliveries", "idempotency_records", "inbound_receipts")
+          "conversations", "messages", "attachments", "deliveries", "idempotency_records", "inbound_receipts",
+          "audit_log")
 _SCHEDULE_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:namespace AS integer), 0)")
 _LOCK_NAMESPACE = 0x4252544E  # "BRTN"
 
@@ -80,9 +81,11 @@ class Purging:
     STEPS: tuple[Callable[..., tuple[int, Counter]], ...] = ()  # set below, after the batch functions
 
     def __init__(self, retention: timedelta, *, batch_size: int = 200, budget_s: float | None = None,
-                 now: datetime | None = None, rest: float = 1.0):
+                 now: datetime | None = None, rest: float = 1.0, audit_retention: timedelta | None = None):
         self.now = utcnow() if now is None else now
         self.report = Purge(cutoff=self.now - retention)
+        # The audit log has its own horizon (BATON_AUDIT_RETENTION_DAYS); None keeps it all.
+        self.audit_cutoff = None if audit_retention is None else self.now - audit_retention
         self.batch_size, self.rest = batch_size, rest
         self.deadline = None if budget_s is None else time.monotonic() + budget_s
         self._todo: list[tuple[int, int]] | None = None  # (tenant id, step index) still to do
@@ -104,7 +107,12 @@ class Purging:
                 return False
             tenant_id, index = self._todo[0]
             started = time.perf_counter()
-            picked, removed = self.STEPS[index](uow, tenant_id, self.report.cutoff, self.now, self.batch_size)
+            batch = self.STEPS[index]
+            if batch is _audit_batch and self.audit_cutoff is None:
+                self._todo.pop(0)
+                continue
+            cutoff = self.audit_cutoff if batch is _audit_batch else self.report.cutoff
+            picked, removed = batch(uow, tenant_id, cutoff, self.now, self.batch_size)
             took = time.perf_counter() - started
             self._last_took = took if picked >= self.batch_size else 0.0  # a partial batch: the step is done
             self.report.batch_seconds.append(took)
@@ -211,6 +219,20 @@ def _receipts_batch(uow: UnitOfWork, tenant_id: int, cutoff: datetime, now: date
     return len(ids), Counter(inbound_receipts=gone)
 
 
+def _audit_batch(uow: UnitOfWork, tenant_id: int, cutoff: datetime, now: datetime, limit: int) -> tuple[int, Counter]:
+    """Audit entries older than their own cutoff (the server-wide ones go with the first tenant's)."""
+    connection = uow.connection()
+    first = uow.execute(select(func.min(Tenant.id))).scalar()
+    whose = AuditEntry.tenant_id == tenant_id
+    if tenant_id == first:
+        whose = or_(whose, AuditEntry.tenant_id.is_(None))
+    ids = _ids_in(uow, select(AuditEntry.id).where(whose, AuditEntry.at < cutoff).limit(limit))
+    if not ids:
+        return 0, Counter()
+    gone = connection.execute(delete(AuditEntry).where(AuditEntry.id.in_(ids))).rowcount
+    return len(ids), Counter(audit_log=gone)
+
+
 # --- the recurring job ------------------------------------------------------------------------
 
 def schedule(uow: UnitOfWork) -> bool:
@@ -234,8 +256,10 @@ class RetentionRunner:
     ``retention`` None or zero: removes nothing, and keeps the schedule for processes configured
     to remove."""
 
-    def __init__(self, retention: timedelta | None, *, every_s: float, batch_size: int, budget_s: float):
+    def __init__(self, retention: timedelta | None, *, every_s: float, batch_size: int, budget_s: float,
+                 audit_retention: timedelta | None = None):
         self.retention = retention if retention else None
+        self.audit_retention = audit_retention
         self.every_s = every_s
         self.batch_size = batch_size
         self.budget_s = budget_s
@@ -247,7 +271,8 @@ class RetentionRunner:
         if self.retention is None:
             _reschedule(uow, job, worker_id, self.every_s)
             return None
-        purging = Purging(self.retention, batch_size=self.batch_size, budget_s=self.budget_s)
+        purging = Purging(self.retention, batch_size=self.batch_size, budget_s=self.budget_s,
+                          audit_retention=self.audit_retention)
         return jobs.Then(step=lambda uow, _: self._batch(uow, job, worker_id, purging))
 
     def _batch(self, uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, purging: Purging) -> jobs.Then | None:
@@ -271,4 +296,4 @@ def _reschedule(uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, delay_s: 
         last_error=None))
 
 
-Purging.STEPS = (_instances_batch, _deliveries_batch, _idempotency_batch, _receipts_batch)
+Purging.STEPS = (_instances_batch, _deliveries_batch, _idempotency_batch, _receipts_batch, _audit_batch)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import time
 from collections import namedtuple
 from dataclasses import dataclass
 from datetime import timedelta
@@ -21,14 +22,18 @@ from sqlalchemy.exc import IntegrityError
 from engine.definitions import new_webhook_id, webhook_url
 from engine.errors import BadRequestError, BatonError, InvalidParamsError, NotFoundError, UnauthorizedError
 from engine.jobs.kinds import START
+from engine.outbound import standard_webhooks
 from engine.store import writes
 from engine.store.db import iso, utcnow
-from engine.store.models import Definition, IdempotencyRecord, WebhookRoute
+from engine.store.models import Definition, IdempotencyRecord, WebhookMessageId, WebhookRoute
 from engine.store.paging import page_of
 from engine.store.driver import Statement
 from engine.store.unit_of_work import UnitOfWork
 
 IDEMPOTENCY_WINDOW = timedelta(hours=24)
+# A webhook-id is remembered for twice the timestamp tolerance: a replay after that carries a
+# timestamp too old to pass.
+SEEN_WINDOW = timedelta(seconds=2 * standard_webhooks.TOLERANCE_S)
 MAX_IDEMPOTENCY_KEY = 255
 MAX_WEBHOOK_ID = 64  # the column's size
 
@@ -44,6 +49,8 @@ class WebhookCall:
     variables: dict[str, Any] | BatonError
     signature: str | None = None
     idempotency_key: str | None = None
+    # Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature (any given: that form is checked).
+    standard: tuple[str | None, str | None, str | None] | None = None
 
 
 def signature_of(secret: str, body: bytes) -> str:
@@ -64,6 +71,12 @@ _EARLIER = Statement(select(_records.c.id, _records.c.response, _records.c.creat
                      .where(_records.c.route_id == bindparam("route_id"), _records.c.key == bindparam("key")))
 _FORGET = Statement(delete(_records).where(_records.c.id == bindparam("id")))
 _FORGET_EXPIRED = Statement(delete(_records).where(_records.c.created_at < bindparam("cutoff")))
+_seen = WebhookMessageId.__table__
+_SEEN = Statement(select(_seen.c.id).where(_seen.c.route_id == bindparam("route_id"),
+                                           _seen.c.message_id == bindparam("message_id")))
+_FORGET_SEEN = Statement(delete(_seen).where(_seen.c.seen_at < bindparam("cutoff")))
+_REMEMBER_SEEN = Statement(insert(_seen).values(route_id=bindparam("route_id"), message_id=bindparam("message_id"),
+                                                seen_at=bindparam("seen_at")))
 _REMEMBER = Statement(insert(_records).values(route_id=bindparam("route_id"), key=bindparam("key"),
                                               response=bindparam("response"), created_at=bindparam("created_at")))
 
@@ -79,7 +92,7 @@ def accept(uow: UnitOfWork, call: WebhookCall) -> dict[str, Any]:
         raise BadRequestError(f"The Idempotency-Key header must be 1 to {MAX_IDEMPOTENCY_KEY} characters.")
     # Without a key the start is one write (the route is read before it): in autocommit on
     # PostgreSQL. A key adds the record of the answer, which must commit with the instance.
-    uow.on_driver(single_write=key is None)
+    uow.on_driver(single_write=key is None and call.standard is None)
     route = _route(uow, call.webhook_id)
     if key is None:
         return _start(uow, route, call)
@@ -105,9 +118,8 @@ def _route(uow: UnitOfWork, webhook_id: str) -> _Route:
 
 
 def _start(uow: UnitOfWork, route: _Route, call: WebhookCall) -> dict[str, Any]:
-    if route.secret is not None and not (call.signature and hmac.compare_digest(
-            call.signature.strip().lower().encode(), signature_of(route.secret, call.body).encode())):
-        raise UnauthorizedError("The X-Baton-Signature header is missing or does not match the body.")
+    if route.secret is not None:
+        _check_signature(uow, route, call)
     if isinstance(call.variables, BatonError):
         raise call.variables
     if call.idempotency_key is not None:
@@ -126,6 +138,27 @@ def _start(uow: UnitOfWork, route: _Route, call: WebhookCall) -> dict[str, Any]:
         uow.count(_REMEMBER, {"route_id": route.route_id, "key": call.idempotency_key, "response": answer,
                               "created_at": now})
     return answer
+
+
+def _check_signature(uow: UnitOfWork, route: _Route, call: WebhookCall) -> None:
+    """The Standard Webhooks form when any of its headers is given (and its id not seen within
+    ``SEEN_WINDOW``), else ``X-Baton-Signature``; UnauthorizedError (401) otherwise."""
+    if call.standard is None:
+        if not (call.signature and hmac.compare_digest(call.signature.strip().lower().encode(),
+                                                       signature_of(route.secret, call.body).encode())):
+            raise UnauthorizedError("The X-Baton-Signature header is missing or does not match the body.")
+        return
+    message_id, timestamp, signatures = call.standard
+    standard_webhooks.verify(route.secret, message_id, timestamp, signatures, call.body, time.time())
+    now = utcnow()
+    uow.count(_FORGET_SEEN, {"cutoff": now - SEEN_WINDOW})
+    if uow.rows(_SEEN, {"route_id": route.route_id, "message_id": message_id}):
+        raise UnauthorizedError("This webhook-id was seen before: a replayed call is refused.")
+    try:
+        with uow.savepoint():
+            uow.count(_REMEMBER_SEEN, {"route_id": route.route_id, "message_id": message_id, "seen_at": now})
+    except (IntegrityError, uow.engine.dialect.loaded_dbapi.IntegrityError):
+        raise UnauthorizedError("This webhook-id was seen before: a replayed call is refused.") from None
 
 
 def _earlier_answer(uow: UnitOfWork, route_id: int, key: str) -> dict[str, Any] | None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from engine import auth, definitions, webhooks
-from rpc.registry import RpcMethod
+from rpc.registry import Audit, RpcMethod
 from rpc.schema import (BOOL, ID, INT, PAGING, TEXT, TIME, ListOf, Param, Text, array, nullable, obj, page_of)
 
 MAX_BPMN_CHARS = 1_000_000
@@ -54,6 +54,9 @@ def webhook_update(ctx, params):
 
 
 CODE = Text(max_len=200)
+# A webhook's id is a credential (its URL): the audit log names it by its process code and start event.
+WEBHOOK_AUDIT = Audit("webhook", pick=lambda _params, answer: f"{answer['code']}/{answer['start_event_id']}"
+                      if isinstance(answer, dict) else None)
 WEBHOOK_ID = Param("webhook_id", Text(max_len=64), required=True)
 DEPLOYED_WEBHOOK = obj(start_event_id=TEXT, webhook_id=TEXT, url=TEXT)
 DEPLOYED = obj(("forms",), definition_id=INT, code=TEXT, version=INT, webhooks=array(DEPLOYED_WEBHOOK),
@@ -76,7 +79,8 @@ METHODS = (
                       Param("forms", ListOf(Text(max_len=MAX_BPMN_CHARS), max_items=MAX_FORMS, noun="forms"),
                             description="Camunda Forms (JSON) that the user tasks name by formRef or formKey")),
               result={**DEPLOYED, "properties": {**DEPLOYED["properties"], "definitions": array(DEPLOYED)},
-                      "required": [*DEPLOYED["required"], "definitions"]}),
+                      "required": [*DEPLOYED["required"], "definitions"]},
+              audit=Audit("definition", answer="definition_id")),
     RpcMethod("definition.list", definition_list, "admin", summary="Deployed definitions, newest first.",
               params=(Param("code", CODE), *PAGING), result=page_of(DEFINITION)),
     RpcMethod("definition.get", definition_get, "admin", summary="One definition with its BPMN and DMN files.",
@@ -93,17 +97,21 @@ METHODS = (
                                              noun="group names"),
                             description="the operator's groups (candidate groups of tasks and conversations)")),
               result=obj(key_id=INT, name=TEXT, permissions=array(TEXT), user=nullable(TEXT), groups=array(TEXT),
-                         api_key=TEXT)),
+                         api_key=TEXT),
+              audit=Audit("api_key", answer="key_id")),
     RpcMethod("apikey.list", apikey_list, "admin", summary="The tenant's API keys, revoked ones included.",
               params=PAGING, result=page_of(KEY)),
     RpcMethod("apikey.revoke", apikey_revoke, "admin", summary="Revoke an API key.",
-              params=(Param("key_id", ID, required=True),), result=obj(key_id=INT, revoked=BOOL)),
+              params=(Param("key_id", ID, required=True),), result=obj(key_id=INT, revoked=BOOL),
+              audit=Audit("api_key", param="key_id")),
     RpcMethod("webhook.list", webhook_list, "admin", summary="The tenant's inbound webhooks.",
               params=PAGING, result=page_of(WEBHOOK)),
     RpcMethod("webhook.rotate", webhook_rotate, "admin", summary="Give a webhook a new id; the old one answers 404.",
-              params=(WEBHOOK_ID,), result=WEBHOOK),
+              params=(WEBHOOK_ID,), result=WEBHOOK,
+              audit=WEBHOOK_AUDIT),
     RpcMethod("webhook.update", webhook_update, "admin", summary="Set or remove the secret that signs a webhook's calls.",
               params=(WEBHOOK_ID, Param("secret", Text(max_len=255), required=True, nullable=True,
                                         description="16-255 characters; null removes the secret")),
-              result=WEBHOOK),
+              result=WEBHOOK,
+              audit=WEBHOOK_AUDIT),
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 from engine.chat import channel_configs
 from engine.chat.messengers.registry import MESSENGERS
 from engine.errors import InvalidParamsError
-from rpc.registry import RpcMethod
+from rpc.registry import Audit, RpcMethod
 from rpc.schema import (BOOL, ID, INT, PAGING, TEXT, TIME, Choice, Flag, JsonObject, Param, Text, nullable,
                         obj, one_of, page_of)
 
@@ -92,16 +92,19 @@ METHODS = (
                       Param("name", NAME, required=True), WEBHOOK_URL,
                       Param("webhook_secret", Text(max_len=255), description="webchat: signs every outgoing request"),
                       SETTINGS),
-              result=CHANNEL),
+              result=CHANNEL,
+              audit=Audit("channel", answer="config_id")),
     RpcMethod("channel.update", update, "admin", summary="Rename, enable or disable a channel, or change its settings.",
               params=(CONFIG, Param("name", NAME), WEBHOOK_URL,
                       Param("webhook_secret", Text(max_len=255), nullable=True,
                             description="webchat: null removes it; leaving it out keeps it"),
                       Param("enabled", Flag()), SETTINGS),
-              result=CHANGED),
+              result=CHANGED,
+              audit=Audit("channel", param="config_id")),
     RpcMethod("channel.get", get, "admin", summary="One channel (never a secret).", params=(CONFIG,), result=CHANNEL),
     RpcMethod("channel.list", list_, "admin", summary="The tenant's channels.",
               params=(Param("type", Choice(channel_configs.TYPES)), *PAGING), result=page_of(CHANNEL)),
     RpcMethod("channel.delete", delete, "admin", summary="Delete a channel with no active conversation.",
-              params=(CONFIG,), result=obj(config_id=INT, deleted=BOOL)),
+              params=(CONFIG,), result=obj(config_id=INT, deleted=BOOL),
+              audit=Audit("channel", param="config_id")),
 )

@@ -5,7 +5,7 @@ Answers never carry a body or a secret: bodies may hold customer text, secrets s
 from __future__ import annotations
 
 from engine.outbound import delivery
-from rpc.registry import RpcMethod
+from rpc.registry import Audit, RpcMethod
 from rpc.schema import ID, INT, PAGING, TEXT, TIME, Choice, Flag, Param, nullable, obj, one_of, page_of
 
 
@@ -28,5 +28,6 @@ METHODS = (
                       Param("failing", Flag(), description="only queued deliveries that failed at least once and wait for their next attempt"), *PAGING), result=page_of(DELIVERY)),
     RpcMethod("delivery.retry", delivery_retry, "admin", summary="Queue a dead delivery again, now.",
               params=(Param("delivery_id", ID, required=True),),
-              result=obj(delivery_id=INT, status=one_of(delivery.QUEUED))),
+              result=obj(delivery_id=INT, status=one_of(delivery.QUEUED)),
+              audit=Audit("delivery", param="delivery_id")),
 )

@@ -34,13 +34,13 @@ with warnings.catch_warnings():
     from jsonrpcserver import Error, Success, dispatch_to_response
     from jsonrpcserver.response import to_serializable_one
 
-from engine import json_values
+from engine import audit, json_values
 from engine.auth import authenticate
 from engine.errors import (BatonError, InvalidParamsError, InvalidRequestError, MethodNotAllowedError,
                            MethodNotFoundError, ParseError, PayloadTooLargeError, TooManyRequestsError,
                            UnauthorizedError)
 from engine.store.db import is_nul_refusal, iso
-from engine.store.unit_of_work import Units, run_steps
+from engine.store.unit_of_work import Then, Units, run_steps
 from engine.telemetry import context as log_context
 from rpc import openrpc
 from rpc.registry import MethodTable, RpcContext
@@ -253,6 +253,8 @@ def _invoke(context: RpcContext, methods: MethodTable, name: str, params: Any) -
         if context.legacy:
             params = _legacy_params(params)
         result = method.call(context, params)
+        if method.audit is not None:
+            result = _audited(context, method, params, result)
         context.uow.commit()
         # A method that calls another server between its writes (a messenger's webhook) says so
         # with ``Then``s: each call with no unit of work open, each step in one of its own.
@@ -269,6 +271,31 @@ def _invoke(context: RpcContext, methods: MethodTable, name: str, params: Any) -
         log.exception("JSON-RPC method %r failed (tenant %s)", name,
                       getattr(context.principal, "tenant_id", None))
         return _baton_error(BatonError())
+
+
+def _audited(context: RpcContext, method, params: dict, result: Any) -> Any:
+    """Record an administration call in the unit of work that stores its change: the call's own,
+    or, for a method whose change follows a call to another server (``Then``), its last step's."""
+    principal = context.principal
+
+    def record(uow, answer) -> None:
+        audit.record(uow, principal.tenant_id, actor_type="api_key", actor=principal.name, key_id=principal.key_id,
+                     method=method.name, target_kind=method.audit.kind,
+                     target_id=method.audit.target_id(params, answer))
+
+    def followed(then: Then) -> Then:
+        def step(uow, value):
+            answer = then.step(uow, value)
+            if isinstance(answer, Then):
+                return followed(answer)
+            record(uow, answer)
+            return answer
+        return Then(step=step, call=then.call)
+
+    if isinstance(result, Then):
+        return followed(result)
+    record(context.uow, result)
+    return result
 
 
 def _baton_error(exc: BatonError) -> Any:

@@ -57,9 +57,32 @@ ANY_KEY = "any key"
 
 
 @dataclass(frozen=True)
+class Audit:
+    """How an administration call is written to the audit log (``engine.audit``): the kind of
+    object it touches and its id, taken from a param or, when that is absent, from the answer
+    (``pick``: the id from both, for an id made of several fields). Never a secret."""
+
+    kind: str
+    param: str | None = None
+    answer: str | None = None
+    pick: Callable[[dict[str, Any], Any], Any] | None = None
+
+    def target_id(self, params: Any, result: Any) -> Any:
+        params = params if isinstance(params, dict) else {}
+        if self.pick is not None:
+            return self.pick(params, result)
+        if self.param is not None and params.get(self.param) is not None:
+            return params[self.param]
+        if self.answer is not None and isinstance(result, dict):
+            return result.get(self.answer)
+        return None
+
+
+@dataclass(frozen=True)
 class RpcMethod:
     """A method's name, its handler, the permission a key needs (default: the name; ``ANY_KEY``:
-    none beyond being valid), and its declaration: params, result schema, a one-line summary."""
+    none beyond being valid), and its declaration: params, result schema, a one-line summary;
+    ``audit``: an administration call, recorded in the audit log in its own unit of work."""
 
     name: str
     handler: Handler
@@ -67,6 +90,7 @@ class RpcMethod:
     params: tuple[Param, ...] | None = None  # None: undeclared, the handler checks its own params
     result: dict[str, Any] = field(default_factory=dict)
     summary: str = ""
+    audit: Audit | None = None
 
     def call(self, ctx: "RpcContext", params: dict[str, Any]) -> Any:
         """The handler's answer to ``params``, checked against the declaration first."""

@@ -93,7 +93,7 @@ class Api:
             return self.http.post(self.base_url + self.path, json=body, headers=all_headers, timeout=30)
         return self.http.post(self.base_url + self.path, data=data, headers=all_headers, timeout=30)
 
-    def call(self, method: str, **params: Any) -> Any:
+    def call(self, method: str, /, **params: Any) -> Any:  # (positional: audit.list has a param "method")
         self._id += 1
         response = self.post({"jsonrpc": "2.0", "method": method, "params": params, "id": self._id})
         body = response.json()

@@ -438,6 +438,20 @@ class AuthMethods(Group):
         return self._transport.call("auth.whoami", without_omitted({}, ()))
 
 
+class AuditMethods(Group):
+    """``audit.*``"""
+
+    def list(self, *, method: str | None = None, key_id: int | None = None, page: int | None = None, per_page: int | None = None) -> dict[str, Any]:
+        """``audit.list``: Administration calls (deploys, channel, key and webhook changes, re-sent deliveries, secret rotation), newest first; never a secret.
+
+        method: only calls of this method
+        key_id: only calls made with this API key
+        page: the page, from 1
+        per_page: items per page, at most 100
+        """
+        return self._transport.call("audit.list", without_omitted({"method": method, "key_id": key_id, "page": page, "per_page": per_page}, ()))
+
+
 class RpcMethods(Group):
     """``rpc.*``"""
 
@@ -462,4 +476,5 @@ class Methods:
         self.message = MessageMethods(transport)
         self.signal = SignalMethods(transport)
         self.auth = AuthMethods(transport)
+        self.audit = AuditMethods(transport)
         self.rpc = RpcMethods(transport)

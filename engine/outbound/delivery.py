@@ -22,6 +22,8 @@ from sqlalchemy import bindparam, case, insert, or_, select, text, update
 from engine import jobs
 from engine.jobs.kinds import DELIVER
 from engine.errors import ConflictError, NotFoundError
+from engine.outbound import standard_webhooks
+from engine.store import sealing
 from engine.store.db import is_postgres, iso, utcnow
 from engine.store.models import Delivery, Job
 from engine.store.paging import page_of
@@ -97,7 +99,7 @@ def queue(uow: UnitOfWork, tenant_id: int, *, url: str, payload: dict[str, Any],
         "event": event, "url": url, "body": body, "now": now}).scalar_one()
     job_payload: dict[str, Any] = {"delivery_id": delivery_id}
     if secret:
-        job_payload["secret"] = secret
+        job_payload["secret"] = sealing.seal(secret)  # never in the clear at rest
     jobs.enqueue(uow, tenant_id, DELIVER, payload=job_payload, run_at=now)
     return Queued(delivery_id, uid)
 
@@ -108,10 +110,14 @@ def signature(secret: str, body: bytes) -> str:
 
 
 def request_headers(delivery_uid: str, body: bytes, secret: str | None, now_s: float | None = None) -> dict[str, str]:
+    """The headers of an attempt; signed, with a secret, both Baton's way and the Standard
+    Webhooks way (``webhook-id`` is the delivery's uid, the same on every attempt)."""
+    timestamp = int(time.time() if now_s is None else now_s)
     headers = {"Content-Type": "application/json; charset=utf-8", "X-Baton-Delivery": delivery_uid,
-               "X-Baton-Timestamp": str(int(time.time() if now_s is None else now_s))}
+               "X-Baton-Timestamp": str(timestamp)}
     if secret:
         headers["X-Baton-Signature"] = signature(secret, body)
+        headers.update(standard_webhooks.headers(secret, delivery_uid, timestamp, body))
     return headers
 
 

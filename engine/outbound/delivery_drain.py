@@ -21,9 +21,9 @@ docs/internals.md, "Durable delivery", has the rule and why order holds.
 """
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, or_, select, update
+from sqlalchemy import bindparam, func, or_, select, update
 
 from engine.jobs.kinds import DELIVER
 from engine.store.db import is_postgres
@@ -92,6 +92,36 @@ def _may_bring_forward(payload: dict, attempts: int, now: datetime) -> bool:
     if not_before and datetime.fromisoformat(not_before) > now:
         return False  # the receiver asked for this pause
     return payload.get("drained_at") != attempts - 1  # its last failure was a drained attempt
+
+
+def is_oldest_failing(uow: UnitOfWork, row, now: datetime, up_window: timedelta) -> bool:
+    """Whether ``row`` (a queued delivery that has just failed) is the oldest queued delivery of its
+    destination that was attempted, and the destination took none within ``up_window``: the one
+    that probes a destination that is down (``DeliveryRunner._probe_sooner``). A destination that
+    takes other deliveries is up: a message it refuses keeps its schedule (a poison message)."""
+    by_channel = row.channel_id is not None
+    params = {"tenant_id": row.tenant_id, "channel_id": row.channel_id, "url": row.url, "since": now - up_window}
+    if uow.run(_OLDEST_FAILING[by_channel], params).scalar() != row.id:
+        return False
+    return uow.run(_RECENTLY_SENT[by_channel], params).first() is None
+
+
+def _oldest_failing(by_channel: bool):
+    same_destination = ((Delivery.channel_id == bindparam("channel_id"),) if by_channel else
+                        (Delivery.channel_id.is_(None), Delivery.url == bindparam("url")))
+    return select(func.min(Delivery.id)).where(Delivery.tenant_id == bindparam("tenant_id"), Delivery.status == QUEUED,
+                                               Delivery.attempts > 0, *same_destination)
+
+
+def _recently_sent(by_channel: bool):
+    same_destination = ((Delivery.channel_id == bindparam("channel_id"),) if by_channel else
+                        (Delivery.channel_id.is_(None), Delivery.url == bindparam("url")))
+    return select(Delivery.id).where(Delivery.tenant_id == bindparam("tenant_id"), Delivery.status == "sent",
+                                     Delivery.sent_at > bindparam("since"), *same_destination).limit(1)
+
+
+_OLDEST_FAILING = {by_channel: _oldest_failing(by_channel) for by_channel in (True, False)}
+_RECENTLY_SENT = {by_channel: _recently_sent(by_channel) for by_channel in (True, False)}
 
 
 def not_before(payload: dict, until: datetime) -> dict:

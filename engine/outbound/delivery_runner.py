@@ -23,7 +23,7 @@ from engine.errors import OutboundError, OutboundRefusedError
 from engine.jobs.retry import DeliverySchedule
 from engine.outbound import delivery, delivery_drain
 from engine.outbound.delivery import DEAD, HELD, QUEUED, SENT
-from engine.store import writes
+from engine.store import sealing, writes
 from engine.store.db import utcnow
 from engine.store.models import Channel, Delivery
 from engine.store.unit_of_work import UnitOfWork
@@ -32,6 +32,7 @@ from engine.telemetry import metrics
 log = logging.getLogger("baton.delivery")
 
 TIMEOUT_S = 10.0
+PROBE_S = 15.0            # a destination with deliveries waiting out a delay is tried this often (its oldest)
 PARK_RECHECK_S = 3600.0   # a parked job is woken by its predecessor; this is only a safety net
 RETRY, WAIT = "retry", "wait"
 SLOT = "slot"   # a job payload's reserved send time (``ChannelCalls.prepare``): one decision's, dropped on a retry
@@ -140,9 +141,10 @@ class DeliveryRunner:
     """Job handler for ``deliver`` jobs: decide (a unit of work), send (none open), record (another)."""
 
     def __init__(self, outbound, *, retry_scale: float = 1.0, timeout_s: float = TIMEOUT_S,
-                 channel_calls: ChannelCalls | None = None):
+                 channel_calls: ChannelCalls | None = None, probe_s: float = PROBE_S):
         self.outbound = outbound
         self.schedule = DeliverySchedule(retry_scale)
+        self.probe_s = float(probe_s)
         self.timeout_s = float(timeout_s)
         self.channel_calls = channel_calls
 
@@ -266,6 +268,7 @@ class DeliveryRunner:
             if SLOT in (payload or job.payload):  # the next attempt is paced afresh
                 payload = {key: value for key, value in (payload or job.payload).items() if key != SLOT}
             if next_at is not None:
+                next_at = self._probe_sooner(uow, row, now, next_at, outcome.retry_after_s)
                 if not delivery.put_back(uow, job, worker_id, next_at, payload):
                     raise writes.Lost()  # lease lost: the worker that took the job over records
                 uow.run(_RETRYING, {"delivery_id": row.id, "new_last_error": error, "next_at": next_at,
@@ -284,6 +287,18 @@ class DeliveryRunner:
             self.channel_calls.died(uow, row, error, failure)
 
 
+    def _probe_sooner(self, uow: UnitOfWork, row, now, next_at, retry_after_s: float | None):
+        """The recovery probe: the oldest failing delivery of a destination is tried again within
+        ``probe_s`` (never before the receiver's ``Retry-After``), whatever its schedule says, so that
+        its success, and the drain it starts, come within seconds of the receiver's return. Only one
+        delivery of a destination is its oldest: one probe per destination, whichever worker holds it."""
+        probe_at = now + timedelta(seconds=max(self.probe_s, retry_after_s or 0.0))
+        if probe_at >= next_at or not delivery_drain.is_oldest_failing(uow, row, now,
+                                                                       timedelta(seconds=4 * self.probe_s)):
+            return next_at
+        return probe_at
+
+
 def _locked_row(uow: UnitOfWork, delivery_id):
     """The delivery's row (``_ROW``), read under its ordering key's lock; None when it is gone."""
     key = uow.run(_KEY, {"delivery_id": delivery_id}).scalar()
@@ -295,7 +310,7 @@ def _locked_row(uow: UnitOfWork, delivery_id):
 
 def _post_attempt(uow: UnitOfWork, job: jobs.ClaimedJob, row) -> _Attempt:
     """A signed POST: to the channel's current webhook URL with its current secret, if it has one."""
-    url, secret = row.url, job.payload.get("secret")
+    url, secret = row.url, sealing.open_sealed(job.payload.get("secret"))
     if row.channel_id is not None and url.startswith(("http://", "https://")):
         channel = uow.run(_CHANNEL_WEBHOOK, {"channel_id": row.channel_id}).first()
         if channel is not None:

@@ -9,6 +9,7 @@ from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Tex
 from sqlalchemy.orm import Mapped, mapped_column
 
 from engine.store.db import BigId, db, utcnow
+from engine.store.sealing import SealedJSON, SealedText
 
 
 class Channel(db.Model):
@@ -29,8 +30,8 @@ class Channel(db.Model):
     type: Mapped[str] = mapped_column(String(16))
     name: Mapped[str] = mapped_column(String(200))
     webhook_url: Mapped[str | None] = mapped_column(String(2000))
-    webhook_secret: Mapped[str | None] = mapped_column(String(255))
-    settings: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    webhook_secret: Mapped[str | None] = mapped_column(SealedText)   # sealed at rest (engine.store.sealing)
+    settings: Mapped[dict[str, Any]] = mapped_column(SealedJSON, default=dict)
     enabled: Mapped[bool] = mapped_column(default=True)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     inbound_key: Mapped[str | None] = mapped_column(String(64))

@@ -8,6 +8,7 @@ from sqlalchemy import JSON, BigInteger, ForeignKey, Index, Integer, String, Tex
 from sqlalchemy.orm import Mapped, mapped_column
 
 from engine.store.db import BigId, db, utcnow
+from engine.store.sealing import SealedText
 
 NO_DUE_DATE = datetime(9999, 12, 31)  # Task.due_order of a task without a due date: sorted last
 
@@ -67,9 +68,38 @@ class WebhookRoute(db.Model):
     code: Mapped[str] = mapped_column(String(200))
     start_event_id: Mapped[str] = mapped_column(String(255))
     webhook_id: Mapped[str] = mapped_column(String(64), unique=True)
-    secret: Mapped[str | None] = mapped_column(String(255))
+    secret: Mapped[str | None] = mapped_column(SealedText)  # sealed at rest (engine.store.sealing)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     rotated_at: Mapped[datetime | None]
+
+
+class AuditEntry(db.Model):
+    """An administration call (``engine.audit``): who, when, which method, which object; never a secret.
+    ``tenant_id`` None: an act on the whole server (``flask secrets rotate``), shown to every tenant."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (Index("ix_audit_log_tenant_id_id", "tenant_id", "id"), Index("ix_audit_log_at", "at"))
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    tenant_id: Mapped[int | None] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    actor_type: Mapped[str] = mapped_column(String(16))
+    actor: Mapped[str] = mapped_column(String(200))
+    key_id: Mapped[int | None] = mapped_column(BigInteger)
+    method: Mapped[str] = mapped_column(String(64))
+    target_kind: Mapped[str | None] = mapped_column(String(32))
+    target_id: Mapped[str | None] = mapped_column(String(255))
+
+
+class WebhookMessageId(db.Model):
+    """A Standard Webhooks ``webhook-id`` a route accepted: the same id again within the window is a
+    replay (refused). Kept ``engine.webhooks.SEEN_WINDOW``, removed by the calls after that."""
+
+    __tablename__ = "webhook_message_ids"
+    __table_args__ = (UniqueConstraint("route_id", "message_id"), Index("ix_webhook_message_ids_seen_at", "seen_at"))
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    route_id: Mapped[int] = mapped_column(ForeignKey("webhook_routes.id", ondelete="CASCADE"))
+    message_id: Mapped[str] = mapped_column(String(255))
+    seen_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class IdempotencyRecord(db.Model):

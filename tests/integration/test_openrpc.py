@@ -99,7 +99,7 @@ class Checked:
         self.schemas = {method["name"]: method["result"]["schema"] for method in document["methods"]}
         self.validated: set[str] = set()
 
-    def __call__(self, method: str, **params):
+    def __call__(self, method: str, /, **params):
         answer = self.api.call(method, **params)
         if method == "rpc.discover":  # its schema is OpenRPC's meta-schema, by URL
             errors = list(meta_schema_validator().iter_errors(answer))
@@ -211,6 +211,8 @@ def test_every_answer_matches_its_published_result_schema(server, fresh, unique_
     call("process.history", instance_id=thrower)
     call("task.bpmn_escalation", task_id=task_id, escalation_code="x")
     call("task.bpmn_error", task_id=task_id, error_code="e", message="cannot be paid")
+    me = call("auth.whoami")
+    assert call("audit.list", method="channel.delete", key_id=me["key_id"])["items"][0]["method"] == "channel.delete"
 
     repaired = fresh.call("process.start", definition_id=unique_code)["instance_id"]
     fresh.wait_until_idle()

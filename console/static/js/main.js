@@ -14,6 +14,7 @@ const SECTIONS = [
   { href: '#/channels', label: 'Channels', needs: 'channel.list' },
   { href: '#/keys', label: 'API keys', needs: 'apikey.list' },
   { href: '#/deliveries', label: 'Deliveries', needs: 'delivery.list' },
+  { href: '#/audit', label: 'Audit log', needs: 'audit.list' },
 ];
 
 const ROUTES = [
@@ -29,6 +30,7 @@ const ROUTES = [
   [/^\/channels$/, 'channels', 'channel.list', 'Channels'],
   [/^\/keys$/, 'keys', 'apikey.list', 'API keys'],
   [/^\/deliveries$/, 'deliveries', 'delivery.list', 'Deliveries'],
+  [/^\/audit$/, 'audit', 'audit.list', 'Audit log'],
 ];
 
 const main = document.getElementById('main');

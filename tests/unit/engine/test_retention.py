@@ -67,3 +67,28 @@ def test_the_schedule_is_one_job_however_often_it_is_asked_for(app, uow):
         count = uow.session.execute(select(func.count()).select_from(Job).where(Job.kind == RETENTION)).scalar()
         uow.rollback()
         assert count == 1
+
+
+def test_audit_entries_go_after_their_own_horizon_and_stay_without_one(app, uow):
+    from engine import audit
+    from engine.store.models import AuditEntry
+
+    with app.app_context():
+        tenant_id, _ = deploy_for_new_tenant(uow, "webhook_order.bpmn")
+        now = utcnow()
+        for days in (400, 100, 1):
+            audit.record(uow, tenant_id, actor_type="api_key", actor="admin", key_id=None, method=f"m{days}",
+                         target_kind=None, target_id=None, at=now - timedelta(days=days))
+        uow.commit()
+
+        def methods() -> set[str]:
+            found = set(uow.session.execute(select(AuditEntry.method).where(AuditEntry.tenant_id == tenant_id))
+                        .scalars())
+            uow.rollback()
+            return found
+
+        units = app.extensions["baton.units"]
+        assert purge_now(units, DAYS_30, rest=0).removed["audit_log"] == 0        # no horizon: kept
+        assert methods() == {"m400", "m100", "m1"}
+        assert purge_now(units, DAYS_30, rest=0, audit_kept=timedelta(days=365)).removed["audit_log"] >= 1
+        assert methods() == {"m100", "m1"}                                         # 365 days, not the 30

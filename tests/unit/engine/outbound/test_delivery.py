@@ -21,6 +21,7 @@ from engine import jobs
 from engine.auth import create_tenant
 from engine.errors import ConflictError, NotFoundError
 from engine.outbound import OutboundHttp, delivery, delivery_runner
+from engine.store import sealing
 from engine.store.db import db, utcnow
 from engine.store.models import Channel, Delivery, Job
 from engine.jobs.worker import run_job
@@ -59,9 +60,10 @@ def key() -> str:
 def make_runner():
     clients = []
 
-    def make(scale: float = 0.001, timeout_s: float = 10.0, allow_private: bool = True):
+    def make(scale: float = 0.001, timeout_s: float = 10.0, allow_private: bool = True,
+             probe_s: float = delivery_runner.PROBE_S):
         clients.append(OutboundHttp(allow_private=allow_private))
-        return delivery_runner.DeliveryRunner(clients[-1], retry_scale=scale, timeout_s=timeout_s)
+        return delivery_runner.DeliveryRunner(clients[-1], retry_scale=scale, timeout_s=timeout_s, probe_s=probe_s)
 
     yield make
     for client in clients:
@@ -153,8 +155,8 @@ def test_queue_writes_row_and_job_in_the_callers_transaction(ctx, tenant_id, key
     assert row.body.startswith('{"chat_id":"c-1","text":"Zoë 👋","reply_to_message_id":null,"timestamp":"')
     assert (row.status, row.attempts, row.event, row.sent_at) == ("queued", 0, "message", None)
     job = job_of(delivery_id)
-    assert (job.kind, job.instance_id, job.payload) == ("deliver", None,
-                                                        {"delivery_id": delivery_id, "secret": "s3cret"})
+    assert (job.kind, job.instance_id, set(job.payload)) == ("deliver", None, {"delivery_id", "secret"})
+    assert job.payload["secret"].startswith("bsk1:") and sealing.open_sealed(job.payload["secret"]) == "s3cret"
     with pytest.raises(ValueError):
         delivery.queue(uow, tenant_id, url="", payload={}, secret=None, ordering_key=key, channel_id=None)
 
@@ -342,7 +344,7 @@ def test_dead_after_the_last_attempt_stops_blocking_and_can_be_resent(ctx, tenan
     assert texts.index("two") == len(first_requests)           # nothing of "two" before "one" was dead
     # Its job is kept, held, with the secret: delivery.retry re-sends it signed, with the same uid.
     held = job_of(first)
-    assert held.run_at == delivery.HELD and held.payload["secret"] == "task-secret"
+    assert held.run_at == delivery.HELD and sealing.open_sealed(held.payload["secret"]) == "task-secret"
     assert delivery.retry(uow, tenant_id, first) == {"delivery_id": first, "status": "queued"}
     uow.commit()
     drive(uow, runner, status_is(first, "sent"))

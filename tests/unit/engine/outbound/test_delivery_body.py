@@ -1,6 +1,7 @@
 """engine.outbound.delivery without a database: the body, the web-chat payload, the headers."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -37,6 +38,10 @@ def test_headers_carry_uid_timestamp_and_a_signature_only_with_a_secret():
     assert signed == {
         "Content-Type": "application/json; charset=utf-8", "X-Baton-Delivery": "abc123",
         "X-Baton-Timestamp": "1790000000",
-        "X-Baton-Signature": "sha256=" + hmac.new(b"s3cret", body, hashlib.sha256).hexdigest()}
+        "X-Baton-Signature": "sha256=" + hmac.new(b"s3cret", body, hashlib.sha256).hexdigest(),
+        # Standard Webhooks: the same id and time, signed over "<id>.<timestamp>.<body>".
+        "webhook-id": "abc123", "webhook-timestamp": "1790000000",
+        "webhook-signature": "v1," + base64.b64encode(hmac.new(b"s3cret", b"abc123.1790000000." + body,
+                                                               hashlib.sha256).digest()).decode()}
     for no_secret in (None, ""):
         assert "X-Baton-Signature" not in delivery.request_headers("abc123", body, no_secret)

@@ -20,6 +20,7 @@ ctx, tenant_id, make_runner = base.ctx, base.tenant_id, base.make_runner   # the
 
 SCALE = 100.0   # the schedule's first delay, 5 s, becomes 500 s
 FAR_S = 400.0   # "still waiting out its schedule": its next attempt at least this far away
+NO_PROBE = 10_000.0  # the drain's own tests: no recovery probe brings a destination's oldest forward
 
 
 def key() -> str:
@@ -46,7 +47,7 @@ def down():
 
 def test_a_success_brings_the_destinations_waiting_deliveries_forward_in_chat_order(ctx, tenant_id, down,
                                                                                    make_runner, uow):
-    runner = make_runner(scale=SCALE)
+    runner = make_runner(scale=SCALE, probe_s=NO_PROBE)
     elsewhere = Receiver(default=Answer(503)).start()
     try:
         chat_a, chat_b = key(), key()
@@ -76,7 +77,7 @@ def test_a_success_brings_the_destinations_waiting_deliveries_forward_in_chat_or
 
 def test_a_channels_success_drains_the_channel_whatever_its_url(ctx, tenant_id, down, make_runner, uow):
     """The destination of a channel's deliveries is the channel (its webhook URL may change)."""
-    runner = make_runner(scale=SCALE)
+    runner = make_runner(scale=SCALE, probe_s=NO_PROBE)
     channel = Channel(tenant_id=tenant_id, type="webchat", name=f"site-{uuid.uuid4().hex[:8]}",
                       webhook_url=down.url + "/old", webhook_secret="s", settings={})
     uow.session.add(channel)
@@ -108,7 +109,7 @@ def test_a_pause_the_receiver_asked_for_is_not_cut_short(ctx, tenant_id, down, m
 
 def test_a_delivery_the_receiver_refuses_alone_is_brought_forward_once_not_on_every_success(
         ctx, tenant_id, down, make_runner, uow):
-    runner = make_runner(scale=SCALE)
+    runner = make_runner(scale=SCALE, probe_s=NO_PROBE)
     down.default = Answer(200)
     down.script(Answer(500))                            # the poison message's first attempt
     poison = queue(uow, tenant_id, down.url, key(), "poison")
@@ -121,3 +122,37 @@ def test_a_delivery_the_receiver_refuses_alone_is_brought_forward_once_not_on_ev
     drive(uow, runner, status_is(second, "sent"))
     assert fresh(poison).attempts == 2 and seconds_until_next_attempt(poison) > FAR_S
     assert [r.json()["text"] for r in down.requests] == ["poison", "ok 1", "poison", "ok 2"]
+
+
+# -- the recovery probe ------------------------------------------------------------------------
+
+PROBE_S = 30.0
+
+
+def test_a_destinations_oldest_failing_delivery_probes_it_and_the_others_keep_their_schedule(
+        ctx, tenant_id, down, make_runner, uow):
+    runner = make_runner(scale=SCALE, probe_s=PROBE_S)
+    oldest, other_chat = queue(uow, tenant_id, down.url, key(), "oldest"), queue(uow, tenant_id, down.url, key(), "b")
+    drive(uow, runner, failed_once(oldest, other_chat))
+    assert 0 < seconds_until_next_attempt(oldest) <= PROBE_S < FAR_S < seconds_until_next_attempt(other_chat)
+    assert job_of(oldest).run_at == fresh(oldest).next_attempt_at
+
+
+def test_no_probe_before_the_receivers_pause_nor_for_a_destination_that_takes_others(
+        ctx, tenant_id, down, make_runner, uow):
+    runner = make_runner(scale=SCALE, probe_s=PROBE_S)
+    down.script(Answer(503, headers={"Retry-After": "120"}))
+    paused = queue(uow, tenant_id, down.url, key(), "paused")
+    drive(uow, runner, failed_once(paused))
+    assert 110 < seconds_until_next_attempt(paused) <= 121   # its Retry-After, not the 500 s schedule
+    # A destination that took a delivery a moment ago is up: a delivery it refuses is a poison message.
+    up = Receiver(default=Answer(200)).start()
+    try:
+        taken = queue(uow, tenant_id, up.url, key(), "taken")
+        drive(uow, runner, status_is(taken, "sent"))
+        up.default = Answer(400)
+        refused = queue(uow, tenant_id, up.url, key(), "refused")
+        drive(uow, runner, failed_once(refused))
+        assert seconds_until_next_attempt(refused) > FAR_S
+    finally:
+        up.stop()
