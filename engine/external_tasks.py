@@ -23,7 +23,7 @@ from engine.jobs.retry import external_retry_at
 from engine.jobs.wakers import LongPoll
 from engine.store import history
 from engine.store.db import iso, utcnow
-from engine.store.models import ExternalTask, Instance
+from engine.store.models import ExternalTaskRow, Instance
 from engine.store.paging import page_of
 from engine.store.unit_of_work import UnitOfWork
 
@@ -48,15 +48,15 @@ def fetch_and_lock(uow: UnitOfWork, tenant_id: int, worker_id: str, topics: dict
 def _lock(uow: UnitOfWork, tenant_id: int, worker_id: str, topics: dict[str, int], max_tasks: int) -> list[dict[str, Any]]:
     """Pick and lock, in the unit of work; the answer is built before it commits."""
     now = utcnow()
-    pick = (select(ExternalTask).join(Instance, Instance.id == ExternalTask.instance_id)
-            .where(ExternalTask.tenant_id == tenant_id, ExternalTask.status == "open",
-                   ExternalTask.topic.in_(sorted(topics)), Instance.status == "running",
-                   or_(ExternalTask.lock_expires_at.is_(None), ExternalTask.lock_expires_at <= now),
-                   or_(ExternalTask.retries.is_(None), ExternalTask.retries > 0),
-                   or_(ExternalTask.retry_at.is_(None), ExternalTask.retry_at <= now))
-            .order_by(ExternalTask.id).limit(max_tasks))
+    pick = (select(ExternalTaskRow).join(Instance, Instance.id == ExternalTaskRow.instance_id)
+            .where(ExternalTaskRow.tenant_id == tenant_id, ExternalTaskRow.status == "open",
+                   ExternalTaskRow.topic.in_(sorted(topics)), Instance.status == "running",
+                   or_(ExternalTaskRow.lock_expires_at.is_(None), ExternalTaskRow.lock_expires_at <= now),
+                   or_(ExternalTaskRow.retries.is_(None), ExternalTaskRow.retries > 0),
+                   or_(ExternalTaskRow.retry_at.is_(None), ExternalTaskRow.retry_at <= now))
+            .order_by(ExternalTaskRow.id).limit(max_tasks))
     if uow.postgres:
-        pick = pick.with_for_update(skip_locked=True, of=ExternalTask)
+        pick = pick.with_for_update(skip_locked=True, of=ExternalTaskRow)
     rows = uow.execute(pick).scalars().all()
     if not rows:
         uow.end_read()  # nothing is held while the long poll waits
@@ -103,7 +103,7 @@ def extend_lock(uow: UnitOfWork, tenant_id: int, task_id: int, worker_id: str, l
 
 
 def _held(uow: UnitOfWork, tenant_id: int, task_id: int, worker_id: str, *, status: str, keep_lock: bool = False,
-          **values: Any) -> ExternalTask:
+          **values: Any) -> ExternalTaskRow:
     """Apply ``values`` to a task this worker holds a live lock on, or raise saying why it cannot:
     one conditional UPDATE, so of two reports (or a report and an expiry) exactly one wins."""
     now = utcnow()
@@ -112,18 +112,18 @@ def _held(uow: UnitOfWork, tenant_id: int, task_id: int, worker_id: str, *, stat
     if status != "open":
         values["completed_at"] = now
     won = uow.execute(
-        update(ExternalTask).where(ExternalTask.id == task_id, ExternalTask.tenant_id == tenant_id,
-                                   ExternalTask.status == "open", ExternalTask.worker_id == worker_id,
-                                   ExternalTask.lock_expires_at > now)
+        update(ExternalTaskRow).where(ExternalTaskRow.id == task_id, ExternalTaskRow.tenant_id == tenant_id,
+                                   ExternalTaskRow.status == "open", ExternalTaskRow.worker_id == worker_id,
+                                   ExternalTaskRow.lock_expires_at > now)
         .values(status=status, **values)).rowcount == 1
-    row = uow.execute(select(ExternalTask).where(
-        ExternalTask.id == task_id, ExternalTask.tenant_id == tenant_id)).scalar_one_or_none()
+    row = uow.execute(select(ExternalTaskRow).where(
+        ExternalTaskRow.id == task_id, ExternalTaskRow.tenant_id == tenant_id)).scalar_one_or_none()
     if not won:
         raise _why_not_held(row, task_id, worker_id, now)
     return row
 
 
-def _why_not_held(row: ExternalTask | None, task_id: int, worker_id: str, now) -> Exception:
+def _why_not_held(row: ExternalTaskRow | None, task_id: int, worker_id: str, now) -> Exception:
     if row is None:
         return NotFoundError(f"External task {task_id} not found.")
     if row.status != "open":
@@ -134,7 +134,7 @@ def _why_not_held(row: ExternalTask | None, task_id: int, worker_id: str, now) -
                          f"{iso(row.lock_expires_at)}; fetch it again.")
 
 
-def _queue_result(uow: UnitOfWork, row: ExternalTask, result: dict[str, Any]) -> None:
+def _queue_result(uow: UnitOfWork, row: ExternalTaskRow, result: dict[str, Any]) -> None:
     """The job that carries the worker's result to the instance, in the report's transaction."""
     jobs.enqueue(uow, row.tenant_id, EXTERNAL_RESULT, instance_id=row.instance_id,
                  payload={"spiff_task_id": row.spiff_task_id, **result})
@@ -146,12 +146,12 @@ def _queue_result(uow: UnitOfWork, row: ExternalTask, result: dict[str, Any]) ->
 
 def cancel_open(uow: UnitOfWork, instance_id: int) -> None:
     """Every open external task of an instance becomes cancelled (the instance was cancelled)."""
-    uow.execute(update(ExternalTask).where(ExternalTask.instance_id == instance_id,
-                                                  ExternalTask.status == "open")
+    uow.execute(update(ExternalTaskRow).where(ExternalTaskRow.instance_id == instance_id,
+                                                  ExternalTaskRow.status == "open")
                        .values(status="cancelled", completed_at=utcnow(), worker_id=None, lock_expires_at=None))
 
 
-def _item(row: ExternalTask) -> dict[str, Any]:
+def _item(row: ExternalTaskRow) -> dict[str, Any]:
     return {"task_id": row.id, "topic": row.topic, "instance_id": row.instance_id,
             "definition_id": row.definition_id, "element_id": row.element_id,
             "worker_id": row.worker_id, "lock_expires_at": iso(row.lock_expires_at),
@@ -161,19 +161,19 @@ def _item(row: ExternalTask) -> dict[str, Any]:
 def list_tasks(uow: UnitOfWork, tenant_id: int, *, status: str | None, topic: str | None, instance_id: int | None,
                page: int, per_page: int) -> dict[str, Any]:
     """The tenant's external tasks, newest first; a lock shows only while it holds."""
-    conditions = [ExternalTask.tenant_id == tenant_id]
-    for column, value in ((ExternalTask.status, status), (ExternalTask.topic, topic),
-                          (ExternalTask.instance_id, instance_id)):
+    conditions = [ExternalTaskRow.tenant_id == tenant_id]
+    for column, value in ((ExternalTaskRow.status, status), (ExternalTaskRow.topic, topic),
+                          (ExternalTaskRow.instance_id, instance_id)):
         if value is not None:
             conditions.append(column == value)
     now = utcnow()
 
-    def item(row: ExternalTask) -> dict[str, Any]:
+    def item(row: ExternalTaskRow) -> dict[str, Any]:
         locked = row.lock_expires_at is not None and row.lock_expires_at > now
         return {**_item(row), "status": row.status, "worker_id": row.worker_id if locked else None,
                 "lock_expires_at": iso(row.lock_expires_at) if locked else None, "retry_at": iso(row.retry_at),
                 "variables": row.variables or {}, "created_at": iso(row.created_at),
                 "completed_at": iso(row.completed_at)}
 
-    return page_of(uow, select(ExternalTask).where(*conditions), ExternalTask.id, page=page, per_page=per_page,
+    return page_of(uow, select(ExternalTaskRow).where(*conditions), ExternalTaskRow.id, page=page, per_page=per_page,
                    scalars=True, item=item)

@@ -37,7 +37,7 @@ from engine.runtime import subscription_rows
 from engine.runtime.outcome import kind_of, summarize
 from engine.runtime.routing import QUEUED
 from engine.store import history, pruning, workflows, writes
-from engine.store.models import Definition, ExternalTask, Instance, Job, Task
+from engine.store.models import Definition, ExternalTaskRow, Instance, Job, Task
 from engine.store.unit_of_work import Then, UnitOfWork
 
 log = logging.getLogger("baton.migration")
@@ -236,7 +236,7 @@ def _write(uow: UnitOfWork, tenant_id: int, row, target: Definition, workflow, p
         raise ConflictError(f"Instance {row.id} changed while it was migrated; migrate it again.")
     writes.add_path_steps(uow, tenant_id, row.id, steps + outcome.steps)
     uow.execute(update(Task).where(Task.instance_id == row.id).values(definition_id=target.id))
-    uow.execute(update(ExternalTask).where(ExternalTask.instance_id == row.id).values(definition_id=target.id))
+    uow.execute(update(ExternalTaskRow).where(ExternalTaskRow.instance_id == row.id).values(definition_id=target.id))
     if row.status == "running" and subscription_rows.changed(row.waiting_for, waiting_for):
         subscription_rows.sync(uow, tenant_id, row.id, waiting_for)
     from_version = uow.execute(select(Definition.version).where(Definition.id == row.definition_id)).scalar_one()

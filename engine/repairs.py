@@ -24,7 +24,7 @@ from engine.runtime import repairs, subscription_rows
 from engine.runtime.outcome import current_variables
 from engine.store import history, workflows
 from engine.store.db import utcnow
-from engine.store.models import ExternalTask, Instance, Job, Task
+from engine.store.models import ExternalTaskRow, Instance, Job, Task
 from engine.store.unit_of_work import UnitOfWork
 
 REPAIRABLE = ("running", "failed")
@@ -109,8 +109,8 @@ def _queue(uow: UnitOfWork, instance: Instance, action: str, checked: repairs.Ch
         uow.execute(update(Task).where(Task.instance_id == instance.id, Task.status == "in_progress",
                                        Task.spiff_task_id.in_(checked.cancelled_task_ids))
                     .values(status="cancelled", completed_at=now))
-        uow.execute(update(ExternalTask).where(ExternalTask.instance_id == instance.id, ExternalTask.status == "open",
-                                               ExternalTask.spiff_task_id.in_(checked.cancelled_task_ids))
+        uow.execute(update(ExternalTaskRow).where(ExternalTaskRow.instance_id == instance.id, ExternalTaskRow.status == "open",
+                                               ExternalTaskRow.spiff_task_id.in_(checked.cancelled_task_ids))
                     .values(status="cancelled", completed_at=now, worker_id=None, lock_expires_at=None))
 
 

@@ -41,7 +41,7 @@ from engine import jobs
 from engine.jobs.kinds import OPERATOR, RETENTION, THROWN
 from engine.store.db import utcnow
 from engine.store.models import (AiDialog, AuditEntry, ChatAttachment, Conversation, Delivery, EventSubscription,
-                                 ExternalTask, HistoryEvent, IdempotencyRecord, InboundReceipt, Instance, Job, Message,
+                                 ExternalTaskRow, HistoryEvent, IdempotencyRecord, InboundReceipt, Instance, Job, Message,
                                  Task, Tenant, WebhookRoute)
 from engine.store.unit_of_work import UnitOfWork
 from engine.telemetry import metrics
@@ -174,7 +174,7 @@ def _instances_batch(uow: UnitOfWork, tenant_id: int, cutoff: datetime, now: dat
         else AiDialog.instance_id.in_(ids)))
     if chats:
         remove("conversations", delete(Conversation).where(Conversation.id.in_(chats)))
-    for name, model in (("tasks", Task), ("external_tasks", ExternalTask),
+    for name, model in (("tasks", Task), ("external_tasks", ExternalTaskRow),
                         ("event_subscriptions", EventSubscription), ("jobs", Job),
                         ("history_events", HistoryEvent)):
         remove(name, delete(model).where(model.instance_id.in_(ids)))

@@ -30,7 +30,7 @@ from engine.jobs.kinds import MESSAGE
 from engine.errors import InvalidParamsError
 from engine.outbound import delivery
 from engine.chat.pacing import Pacing
-from engine.outbound.delivery_runner import RETRY, SLOT, ChannelCall, Later, Outcome
+from engine.outbound.delivery_runner import RETRY, SLOT, ChannelCall, Later, AttemptResult
 from engine.outbound.delivery_runner import WAIT as RUNNER_WAIT
 from engine.store.db import utcnow
 from engine.store.models import Channel, Conversation, Instance
@@ -172,17 +172,17 @@ class MessengerCalls:
         return bool(colon) and kind in self.messengers
 
     def prepare(self, uow: UnitOfWork, row, job_payload: Mapping[str, Any] | None = None
-                ) -> ChannelCall | Outcome | Later | str:  # row: the delivery's columns (delivery_runner._ROW)
+                ) -> ChannelCall | AttemptResult | Later | str:  # row: the delivery's columns (delivery_runner._ROW)
         channel_type = row.url.partition(":")[0]
         channel = None if row.channel_id is None else uow.run(
             _CREDENTIALS, {"channel_id": row.channel_id}).first()
         if channel is None or channel.type != channel_type:
-            return Outcome(delivery.DEAD, error="The channel was deleted: there are no credentials to send this with.",
+            return AttemptResult(delivery.DEAD, error="The channel was deleted: there are no credentials to send this with.",
                            failure=OTHER)
         chat_id = chat_of_key(row.channel_id, row.ordering_key)
         unreachable = reachability.reason_for(uow, row.channel_id, chat_id) if chat_id is not None else None
         if unreachable:
-            return Outcome(delivery.DEAD, error=f"The customer cannot be reached: {unreachable}.",
+            return AttemptResult(delivery.DEAD, error=f"The customer cannot be reached: {unreachable}.",
                            failure=_unreachable_failure(unreachable))
         messenger = self.messengers[channel_type]
         try:
@@ -191,7 +191,7 @@ class MessengerCalls:
             return f"The stored {messenger.name} call cannot make a request."
         if messenger.window_s is not None and chat_id is not None:
             outbound = self._within_window(uow, messenger, row, chat_id, outbound)
-            if isinstance(outbound, Outcome):
+            if isinstance(outbound, AttemptResult):
                 return outbound
         try:
             request = messenger.request(channel.settings or {}, outbound, api_url=self.api_urls[channel_type])
@@ -207,7 +207,7 @@ class MessengerCalls:
                            not_before=slot)
 
     def _within_window(self, uow: UnitOfWork, messenger: Messenger, row, chat_id: str,
-                       outbound: OutboundCall) -> OutboundCall | Outcome:
+                       outbound: OutboundCall) -> OutboundCall | AttemptResult:
         """The call to make given the customer-service window (WhatsApp's 24 hours since the customer
         last wrote, a minute early): open, the call; closed, the reply's template instead (its other
         parts are skipped: sent without a call), a template as it is, or dead (``window_closed``)
@@ -218,29 +218,29 @@ class MessengerCalls:
             return outbound
         instead = json.loads(row.body).get("window_closed")
         if instead == SKIP:
-            return Outcome(delivery.SENT, error=None)
+            return AttemptResult(delivery.SENT, error=None)
         if isinstance(instead, dict):
             return OutboundCall(instead["method"], instead["payload"])
         if outbound.payload.get("type") == "template":
             return outbound
         since = "never" if wrote is None else f"last at {wrote.replace(microsecond=0).isoformat()}Z"
         hours = round(messenger.window_s / 3600)
-        return Outcome(delivery.DEAD, failure=WINDOW_CLOSED, error=(
+        return AttemptResult(delivery.DEAD, failure=WINDOW_CLOSED, error=(
             f"{messenger.name}'s {hours}-hour window is closed (the customer wrote {since}): only a template may be "
             "sent now, and this reply has none (template on send_message, or conversation.send with a template). "
             f"Nothing was sent to {messenger.name}."))
 
-    def judge(self, call: ChannelCall, response) -> Outcome:
+    def judge(self, call: ChannelCall, response) -> AttemptResult:
         messenger = self.messengers[call.channel_type]
         outcome = messenger.classify(response)
         result = _RESULTS.get(outcome.kind, RETRY)
         if result == delivery.SENT:
-            return Outcome(result, status=response.status, external_id=outcome.message_id)
+            return AttemptResult(result, status=response.status, external_id=outcome.message_id)
         said = "refused it for good" if result == delivery.DEAD else "did not take it"
-        return Outcome(result, status=response.status, error=f"{messenger.name} {said}: {outcome.reason}",
+        return AttemptResult(result, status=response.status, error=f"{messenger.name} {said}: {outcome.reason}",
                        retry_after_s=outcome.wait_s, failure=outcome.failure, whole_bot=outcome.whole_bot)
 
-    def recorded(self, uow: UnitOfWork, row, outcome: Outcome) -> None:
+    def recorded(self, uow: UnitOfWork, row, outcome: AttemptResult) -> None:
         """A failed attempt is the channel's last error (``channel.get``), with when it happened; a
         messenger that said to slow down slows the whole bot (or the chat) down (``pacing``)."""
         if outcome.result == delivery.SENT and outcome.attempted_at is not None and self.pacing is not None \

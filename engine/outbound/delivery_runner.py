@@ -60,7 +60,7 @@ class Later:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class AttemptResult:
     """What one attempt came to: ``result`` is SENT, DEAD, RETRY (on the schedule) or WAIT (after
     ``retry_after_s``, not counted against the schedule); ``external_id`` is the receiver's id of it;
     ``failure``: why a dead one can never go, in the words a process hears (``delivery_failed``)."""
@@ -81,16 +81,16 @@ class ChannelCalls(Protocol):
     def handles(self, url: str) -> bool:
         """Whether a delivery with this ``url`` is a channel call rather than a POST to it."""
 
-    def prepare(self, uow, row, job_payload: dict) -> ChannelCall | Outcome | Later | str:
+    def prepare(self, uow, row, job_payload: dict) -> ChannelCall | AttemptResult | Later | str:
         """Inside the deciding unit of work (``row``: the delivery's columns, a Row): the call with
         the channel's current credentials (and the moment it may go); or an outcome reached without
         a call (dead: the channel is gone, the customer blocked the bot ...; sent: nothing needs to
         go); or ``Later`` (paced); or why it can never be sent (dead at once)."""
 
-    def judge(self, call: ChannelCall, response) -> Outcome:
+    def judge(self, call: ChannelCall, response) -> AttemptResult:
         """The outcome of an answer, read from its body the messenger's way."""
 
-    def recorded(self, uow, row, outcome: Outcome) -> None:
+    def recorded(self, uow, row, outcome: AttemptResult) -> None:
         """Inside the recording unit of work: note a failure on the channel (its last error)."""
 
     def died(self, uow, row, error: str | None, failure: str | None) -> None:
@@ -187,8 +187,8 @@ class DeliveryRunner:
                     raise writes.Lost()
                 return None
             if isinstance(call, str):  # it can never go: dead now, without a call
-                call = Outcome(DEAD, error=call)
-            if isinstance(call, Outcome):  # decided without a call (dead, or nothing to send)
+                call = AttemptResult(DEAD, error=call)
+            if isinstance(call, AttemptResult):  # decided without a call (dead, or nothing to send)
                 self._record_now(uow, job, worker_id, row, call)
                 return None
             attempt = _Attempt(row.id, row.tenant_id, row.ordering_key, row.delivery_uid, "", b"", None, call)
@@ -201,7 +201,7 @@ class DeliveryRunner:
 
     # -- 2: the call, with no unit of work open --
 
-    def _send(self, attempt: _Attempt) -> Outcome:
+    def _send(self, attempt: _Attempt) -> AttemptResult:
         call = attempt.call
         try:
             if call is not None:
@@ -217,18 +217,18 @@ class DeliveryRunner:
             response = self.outbound.request("POST", attempt.url, headers=headers, body=attempt.body,
                                              timeout_s=self.timeout_s)
         except OutboundRefusedError as exc:
-            return Outcome(DEAD, error=exc.message)
+            return AttemptResult(DEAD, error=exc.message)
         except OutboundError as exc:
-            return Outcome(RETRY, error=exc.message)
+            return AttemptResult(RETRY, error=exc.message)
         if response.ok:
-            return Outcome(SENT, status=response.status)
-        return Outcome(RETRY, status=response.status, error=f"The receiver answered {response.status}.",
+            return AttemptResult(SENT, status=response.status)
+        return AttemptResult(RETRY, status=response.status, error=f"The receiver answered {response.status}.",
                        retry_after_s=response.retry_after_s())
 
     # -- 3: record the outcome --
 
     def _record(self, uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, attempt: _Attempt,
-                outcome: Outcome) -> None:
+                outcome: AttemptResult) -> None:
         delivery.lock_key(uow, attempt.ordering_key)
         row = uow.run(_ROW, {"delivery_id": attempt.delivery_id}).first()
         if row is None:
@@ -236,7 +236,7 @@ class DeliveryRunner:
             return
         self._record_now(uow, job, worker_id, row, outcome)
 
-    def _record_now(self, uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, row, outcome: Outcome) -> None:
+    def _record_now(self, uow: UnitOfWork, job: jobs.ClaimedJob, worker_id: str, row, outcome: AttemptResult) -> None:
         """Record ``outcome`` on the locked ``row`` (``_ROW``); ``writes.Lost`` when the lease was
         lost (the worker that took the job over records)."""
         now = utcnow()

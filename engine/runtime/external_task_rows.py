@@ -13,7 +13,7 @@ from bpmn import any_task_spec, is_external_task, waiting_external_tasks
 from engine.jobs.kinds import REPAIR
 from engine.jobs.wakers import EXTERNAL_TASKS
 from engine.store.db import utcnow
-from engine.store.models import ExternalTask
+from engine.store.models import ExternalTaskRow
 from engine.store.unit_of_work import UnitOfWork
 
 _FREED = {"worker_id": None, "lock_expires_at": None}
@@ -45,21 +45,21 @@ def sync(uow: UnitOfWork, tenant_id: int, instance_id: int, definition_id: int, 
     cancelled one; after ``process.rewind``: a completed one too)."""
     waiting = {entry["spiff_task_id"]: entry for entry in waiting_external_tasks(workflow)} if workflow else {}
     known = dict(uow.execute(
-        select(ExternalTask.spiff_task_id, ExternalTask.status).where(ExternalTask.instance_id == instance_id)).all())
+        select(ExternalTaskRow.spiff_task_id, ExternalTaskRow.status).where(ExternalTaskRow.instance_id == instance_id)).all())
     gone = [spiff_id for spiff_id, status in known.items() if status == "open" and spiff_id not in waiting]
     if gone:
-        uow.execute(update(ExternalTask).where(ExternalTask.instance_id == instance_id,
-                                                      ExternalTask.spiff_task_id.in_(gone))
+        uow.execute(update(ExternalTaskRow).where(ExternalTaskRow.instance_id == instance_id,
+                                                      ExternalTaskRow.spiff_task_id.in_(gone))
                            .values(status="cancelled", completed_at=utcnow(), **_FREED))
     reopened = [spiff_id for spiff_id in waiting if known.get(spiff_id) in reopen]
     for spiff_id in reopened:  # waiting again after process.retry: a fresh start for the workers
-        uow.execute(update(ExternalTask).where(ExternalTask.instance_id == instance_id,
-                                                      ExternalTask.spiff_task_id == spiff_id)
+        uow.execute(update(ExternalTaskRow).where(ExternalTaskRow.instance_id == instance_id,
+                                                      ExternalTaskRow.spiff_task_id == spiff_id)
                            .values(status="open", completed_at=None, retries=None, retry_at=None,
                                    error_message=None, variables=waiting[spiff_id]["variables"], **_FREED))
     new = [entry for spiff_id, entry in waiting.items() if spiff_id not in known]
     if new:
-        uow.execute(insert(ExternalTask), [
+        uow.execute(insert(ExternalTaskRow), [
             {"tenant_id": tenant_id, "instance_id": instance_id, "definition_id": definition_id,
              "spiff_task_id": entry["spiff_task_id"], "element_id": entry["element_id"], "topic": entry["topic"],
              "status": "open", "variables": entry["variables"], "created_at": utcnow()} for entry in new])

@@ -273,12 +273,12 @@ class RateLimitWindow(db.Model):
 # them here registers them with the metadata, and every table is importable from here.
 from engine.store.chat_models import (AiDialog, AiKnowledge, Channel, ChatAttachment, Conversation,  # noqa: E402
                                       InboundReceipt, Message, SendPacing, UnreachableChat)
-from engine.store.waiting_models import EventSubscription, ExternalTask  # noqa: E402
+from engine.store.waiting_models import EventSubscription, ExternalTaskRow  # noqa: E402
 from engine.store.task_counts import TaskCount  # noqa: E402
 from engine.store.operator_models import Form, TaskAudience  # noqa: E402
 from engine.store.history import HistoryEvent  # noqa: E402
 
 __all__ = ["AiDialog", "AiKnowledge", "ApiKey", "Channel", "ChatAttachment", "Conversation", "Definition", "Delivery",
-           "EventSubscription", "ExternalTask", "Form", "HistoryEvent", "IdempotencyRecord", "InboundReceipt", "Instance",
+           "EventSubscription", "ExternalTaskRow", "Form", "HistoryEvent", "IdempotencyRecord", "InboundReceipt", "Instance",
            "InstanceSteps", "Job", "Message", "RateLimitWindow", "SendPacing", "Task", "TaskAudience", "TaskCount", "Tenant",
            "UnreachableChat", "WebhookRoute"]

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from engine.store.db import BigId, db, utcnow
 
 
-class ExternalTask(db.Model):
+class ExternalTaskRow(db.Model):
     """A service task that waits for an external worker (Camunda's pattern); written with the
     instance state. ``status``: open (fetchable unless locked or failed), completed, cancelled.
 

@@ -16,14 +16,14 @@ import pytest
 import requests
 from sqlalchemy import create_engine, func, select, update
 
-from engine.store.models import (AiDialog, Conversation, Delivery, EventSubscription, ExternalTask, HistoryEvent,
+from engine.store.models import (AiDialog, Conversation, Delivery, EventSubscription, ExternalTaskRow, HistoryEvent,
                                  IdempotencyRecord, InboundReceipt, Instance, Job, Message, Task)
 from tests.conftest import make_database_url
 from tests.harness import ROOT, BatonServer, BatonWorker, RpcError, bpmn, drop_postgres_database
 from tests.integration.test_webchat import accepted, create_channel, deploy_chat, eventually
 from tests.receiver import Answer, Receiver
 
-MODELS = {"instances": Instance, "tasks": Task, "external_tasks": ExternalTask,
+MODELS = {"instances": Instance, "tasks": Task, "external_tasks": ExternalTaskRow,
           "event_subscriptions": EventSubscription, "jobs": Job, "history_events": HistoryEvent, "ai_dialogs": AiDialog,
           "conversations": Conversation, "messages": Message, "deliveries": Delivery,
           "idempotency_records": IdempotencyRecord, "inbound_receipts": InboundReceipt}
@@ -61,7 +61,7 @@ def hanging_off(engine, instance_ids: list[int]) -> dict[str, int]:
                      .scalars())
         found = {name: connection.execute(select(func.count()).select_from(model)
                                           .where(model.instance_id.in_(instance_ids))).scalar()
-                 for name, model in (("tasks", Task), ("external_tasks", ExternalTask),
+                 for name, model in (("tasks", Task), ("external_tasks", ExternalTaskRow),
                                      ("event_subscriptions", EventSubscription), ("jobs", Job),
                                      ("history_events", HistoryEvent), ("ai_dialogs", AiDialog),
                                      ("conversations", Conversation))}

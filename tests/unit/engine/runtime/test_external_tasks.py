@@ -14,7 +14,7 @@ from engine.jobs.wakers import LongPoll
 from engine.jobs.worker import run_job
 from engine.runtime.runner import Runner
 from engine.store.db import db
-from engine.store.models import ExternalTask, Instance, Job
+from engine.store.models import ExternalTaskRow, Instance, Job
 from engine.store.workflows import SpecCache
 from tests.unit.conftest import deploy_for_new_tenant, claim
 
@@ -43,8 +43,8 @@ def invoicing(app, script_engine, uow):
         db.session.remove()
 
 
-def _row(instance_id: int) -> ExternalTask:
-    row = db.session.execute(select(ExternalTask).where(ExternalTask.instance_id == instance_id)).scalar_one()
+def _row(instance_id: int) -> ExternalTaskRow:
+    row = db.session.execute(select(ExternalTaskRow).where(ExternalTaskRow.instance_id == instance_id)).scalar_one()
     db.session.rollback()
     return row
 
