@@ -23,8 +23,8 @@ part of them that stays inside its own row. That is why:
 - ``baton`` is the installed package: its version (the OpenRPC document's), its command (which
   runs the server's commands too) and the generator of the client's calls; ``baton.client``, the
   Python client, reaches nothing of Baton: it talks to a server over HTTP only.
-- Only ``store`` touches Flask (the database extension lives there); engine/ and bpmn/ never import
-  ``flask.request``.
+- Only ``store`` touches Flask (the database extension lives there); engine/ and bpmn/ never read
+  the HTTP request: the doors above hand them what they need.
 """
 
 # What each layer may reach of Baton, directly or not (itself and its parts always). A name covers

@@ -27,8 +27,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from SpiffWorkflow.bpmn.script_engine import PythonScriptEngine
-from SpiffWorkflow.bpmn.script_engine.python_environment import BasePythonScriptEngineEnvironment
 from sqlalchemy import select, update
 
 from bpmn.migration import Migration, diff_definitions
@@ -36,6 +34,7 @@ from engine.errors import BatonError, ConflictError, InvalidParamsError, NotFoun
 from engine.runtime import subscription_rows
 from engine.runtime.outcome import kind_of, summarize
 from engine.runtime.routing import QUEUED
+from engine.sandbox.script_engine import NOTHING_RUNS
 from engine.store import history, pruning, workflows, writes
 from engine.store.models import Definition, ExternalTaskRow, Instance, Job, Task
 from engine.store.unit_of_work import Then, UnitOfWork
@@ -47,33 +46,6 @@ MIGRATED, REFUSED, WOULD_MIGRATE = "migrated", "refused", "would_migrate"
 _ENDED = ("completed", "cancelled")
 
 
-class _NoCode(BasePythonScriptEngineEnvironment):
-    """The environment of ``_NoScripts``: code that reaches it directly (a message's correlation
-    expression, ``bpmn.events.correlation_values``) is refused, never evaluated."""
-
-    def evaluate(self, expression, context, external_context=None):
-        raise BatonError("A workflow being migrated evaluates no expression.")
-
-    def execute(self, script, context, external_context=None):
-        raise BatonError("A workflow being migrated runs no script.")
-
-
-class _NoScripts(PythonScriptEngine):
-    """The script engine a workflow is restored with to be moved, never to run: moving runs no
-    script nor condition (a restore needs an engine; SpiffWorkflow's default, and its default
-    environment, would run anything with full builtins)."""
-
-    def __init__(self):
-        super().__init__(environment=_NoCode())
-
-    def evaluate(self, task, expression, external_context=None):
-        raise BatonError("A workflow being migrated evaluates no expression.")
-
-    def execute(self, task, script, external_context=None):
-        raise BatonError("A workflow being migrated runs no script.")
-
-
-_NO_SCRIPTS = _NoScripts()
 
 
 def _definition(uow: UnitOfWork, tenant_id: int, definition_id: int, param: str) -> Definition:
@@ -195,7 +167,7 @@ def _moved_workflow(uow: UnitOfWork, tenant_id: int, row, target: Definition, sp
     of what was pruned first), or the reason it may not move."""
     old_specs, pinned = specs.resolve(uow, tenant_id, row.definition_id, row.called_definitions)
     new_specs, new_pinned = specs.resolve(uow, tenant_id, target.id, pinned)
-    workflow = workflows.restore_workflow(row.state, old_specs, _NO_SCRIPTS)
+    workflow = workflows.restore_workflow(row.state, old_specs, NOTHING_RUNS)
     steps = pruning.prune(workflow, above=0)  # what nothing reads again need not exist in the target
     migration = Migration(workflow, new_specs, kind_of)
     if migration.refusals:

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from uuid import UUID
 
-from SpiffWorkflow.bpmn.script_engine.python_engine import PythonScriptEngine
-from SpiffWorkflow.bpmn.script_engine.python_environment import BasePythonScriptEngineEnvironment
 from SpiffWorkflow.bpmn.specs.mixins.multiinstance_task import LoopTask
 from SpiffWorkflow.bpmn.specs.mixins.subworkflow_task import CallActivity, SubWorkflowTask
 from SpiffWorkflow.bpmn.workflow import BpmnWorkflow
@@ -28,32 +26,18 @@ from SpiffWorkflow.exceptions import TaskNotFoundException
 from SpiffWorkflow.util.task import TaskState
 
 from bpmn import all_task_specs
-from engine.errors import InvalidParamsError, ScriptError
+from engine.errors import InvalidParamsError
 from engine.runtime.outcome import WAITING_STATES, current_variables, kind_of
+from engine.sandbox.script_engine import NOTHING_RUNS
 from engine.store import workflows
 
 SKIP, REWIND, SET_VARIABLES = "skip", "rewind", "set_variables"
 _OPEN = WAITING_STATES | TaskState.ERROR
 
 
-class _Environment(BasePythonScriptEngineEnvironment):
-    def evaluate(self, expression, context, external_context=None):
-        raise ScriptError("Nothing runs while a repair is checked.")
-
-    def execute(self, script, context, external_context=None):
-        raise ScriptError("Nothing runs while a repair is checked.")
-
-
-class _NothingRuns(PythonScriptEngine):
-    """The engine a state is restored with to be checked: it refuses to evaluate or run anything."""
-
-    def __init__(self) -> None:
-        super().__init__(environment=_Environment({}))
-
-
 def restored(state: str, specs: tuple) -> BpmnWorkflow:
     """The stored state, to read and to try a repair on (nothing it holds can run)."""
-    return workflows.restore_workflow(state, specs, _NothingRuns())
+    return workflows.restore_workflow(state, specs, NOTHING_RUNS)
 
 
 @dataclass

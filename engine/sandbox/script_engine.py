@@ -128,3 +128,32 @@ def script_error_of(exc: BaseException | None) -> ScriptError | None:
         todo.extend(x for x in (current.__context__, current.__cause__,
                                 wrapped if isinstance(wrapped, BaseException) else None) if x)
     return None
+
+
+class _NoCodeEnvironment(BasePythonScriptEngineEnvironment):
+    """Where code that reaches the environment directly (a message's correlation expression,
+    ``bpmn.events.correlation_values``) is refused, never evaluated."""
+
+    def evaluate(self, expression, context, external_context=None):
+        raise ScriptError("Nothing is evaluated in a workflow restored to be checked or moved.")
+
+    def execute(self, script, context, external_context=None):
+        raise ScriptError("No script runs in a workflow restored to be checked or moved.")
+
+
+class NothingRuns(PythonScriptEngine):
+    """The script engine a stored state is restored with to be read, checked (a repair) or moved
+    (a migration), never to run: SpiffWorkflow needs an engine to restore, and its default one (and
+    its default environment) would run anything with full builtins."""
+
+    def __init__(self) -> None:
+        super().__init__(environment=_NoCodeEnvironment())
+
+    def evaluate(self, task, expression, external_context=None):
+        raise ScriptError("Nothing is evaluated in a workflow restored to be checked or moved.")
+
+    def execute(self, task, script, external_context=None):
+        raise ScriptError("No script runs in a workflow restored to be checked or moved.")
+
+
+NOTHING_RUNS = NothingRuns()

@@ -4,14 +4,14 @@ from __future__ import annotations
 import pytest
 
 from engine.errors import BatonError
-from engine.migration import _NO_SCRIPTS
+from engine.migration import NOTHING_RUNS
 
 
 @pytest.mark.parametrize("run", [
-    lambda: _NO_SCRIPTS.environment.evaluate("__import__('os').getpid()", {}),   # how correlation values are read
-    lambda: _NO_SCRIPTS.environment.execute("import os", {}),
-    lambda: _NO_SCRIPTS.evaluate(None, "1 + 1"),
-    lambda: _NO_SCRIPTS.execute(None, "x = 1"),
+    lambda: NOTHING_RUNS.environment.evaluate("__import__('os').getpid()", {}),   # how correlation values are read
+    lambda: NOTHING_RUNS.environment.execute("import os", {}),
+    lambda: NOTHING_RUNS.evaluate(None, "1 + 1"),
+    lambda: NOTHING_RUNS.execute(None, "x = 1"),
 ])
 def test_the_migrations_script_engine_refuses_every_expression_and_script(run):
     with pytest.raises(BatonError):
