@@ -262,9 +262,9 @@ class Baton:
         handlers[TIMER_START] = TimerStartRunner()
         handlers[THROWN] = ThrownRunner()
         handlers[OPERATOR] = HttpTaskRunner(self.sandbox, script_engine, specs, self.outbound,
-                                            retry_base_s=settings.http_retry_base_s)
+                                            retry_base_s=settings.http_retry_base_s, lease_s=settings.job_lease_s)
         handlers[DELIVER] = DeliveryRunner(self.outbound, retry_scale=settings.delivery_retry_scale,
-                                           probe_s=settings.delivery_probe_s,
+                                           probe_s=settings.delivery_probe_s, lease_s=settings.job_lease_s,
                                            channel_calls=MessengerCalls(MESSENGERS, settings.messenger_api_urls,
                                                                         Pacing(settings.messenger_limits)))
         handlers[AI_TURN] = AiTurnRunner(self.ai)

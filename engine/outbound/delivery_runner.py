@@ -32,6 +32,7 @@ from engine.telemetry import metrics
 log = logging.getLogger("baton.delivery")
 
 TIMEOUT_S = 10.0
+LEASE_MARGIN_S = 30.0     # beyond a call's timeout, its job's lease (BATON_JOB_LEASE_S in the app)
 PROBE_S = 15.0            # a destination with deliveries waiting out a delay is tried this often (its oldest)
 PARK_RECHECK_S = 3600.0   # a parked job is woken by its predecessor; this is only a safety net
 RETRY, WAIT = "retry", "wait"
@@ -141,8 +142,12 @@ class DeliveryRunner:
     """Job handler for ``deliver`` jobs: decide (a unit of work), send (none open), record (another)."""
 
     def __init__(self, outbound, *, retry_scale: float = 1.0, timeout_s: float = TIMEOUT_S,
-                 channel_calls: ChannelCalls | None = None, probe_s: float = PROBE_S):
+                 channel_calls: ChannelCalls | None = None, probe_s: float = PROBE_S,
+                 lease_s: float = LEASE_MARGIN_S):
         self.outbound = outbound
+        # A call holds its job for its timeout and one lease more (BATON_JOB_LEASE_S): what a worker
+        # killed on the wire keeps from the next worker.
+        self.call_lease_s = float(timeout_s) + float(lease_s)
         self.schedule = DeliverySchedule(retry_scale)
         self.probe_s = float(probe_s)
         self.timeout_s = float(timeout_s)
@@ -196,7 +201,7 @@ class DeliveryRunner:
             attempt = _post_attempt(uow, job, row)
         # Counted before the call: an attempt cut short by a crash still counts.
         uow.run(_ATTEMPTED, {"delivery_id": row.id, "to_url": attempt.url or row.url})
-        jobs.extend_lease(uow, job, worker_id, self.timeout_s + 30)  # committed with the above, before the call
+        jobs.extend_lease(uow, job, worker_id, self.call_lease_s)  # committed with the above, before the call
         return attempt
 
     # -- 2: the call, with no unit of work open --

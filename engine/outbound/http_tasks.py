@@ -114,12 +114,13 @@ class HttpTaskRunner:
     """Job handler for ``operator`` jobs: an HTTP task's call."""
 
     def __init__(self, sandbox, script_engine, spec_cache: workflows.SpecCache, outbound: OutboundHttp,
-                 retry_base_s: float):
+                 retry_base_s: float, lease_s: float = 30.0):
         self.sandbox = sandbox
         self.script_engine = script_engine
         self.specs = spec_cache
         self.outbound = outbound
         self.retry_base_s = retry_base_s
+        self.lease_s = float(lease_s)  # beyond the call's timeout, its job's lease (BATON_JOB_LEASE_S)
 
     def handle(self, job: jobs.ClaimedJob, worker_id: str, uow: UnitOfWork) -> jobs.Then | None:
         """Build the call from the task's data, extend the lease over it (committed before the
@@ -138,7 +139,7 @@ class HttpTaskRunner:
             _report(uow, job, worker_id, {"ok": False, "message": f"Building the HTTP request failed: {message}",
                                           "status": None})
             return None
-        jobs.extend_lease(uow, job, worker_id, call.timeout_s + 30)
+        jobs.extend_lease(uow, job, worker_id, call.timeout_s + self.lease_s)
         return jobs.Then(call=lambda: self._outcome(call), step=lambda uow, outcome: self._record(
             uow, job, worker_id, retries, outcome))
 

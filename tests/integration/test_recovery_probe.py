@@ -1,12 +1,13 @@
 """Recovery without new traffic (issue 29, point 5), SQLite and PostgreSQL: while a destination is down,
-its oldest failing delivery is tried every ``BATON_DELIVERY_PROBE_S`` (15 s); the first of those tries
+its oldest failing delivery is tried every ``BATON_DELIVERY_PROBE_S`` (15 s; 5 s here, so that the
+outage and the test stay short); the first of those tries
 after the receiver is back succeeds and drains the backlog, so it arrives within about two probe
 intervals of the return, with no new message, each chat's answers in order, none twice.
 
 The schedule is stretched (BATON_DELIVERY_RETRY_SCALE=20: the first retry 100 s after the first
 failure, the second 600 s): the test checks the waiting deliveries' next scheduled attempts are far
 away when the receiver comes back, so the recovery cannot be the schedule's doing. The outage is
-kept short (the receiver down for about 20 s, bounded by the deadlines below).
+kept short (the receiver down for about 9 s, bounded by the deadlines below).
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from tests.integration.test_headless_tasks import _BUTTONS
 from tests.outage import _queued_on, _seconds_until
 from tests.receiver import Answer, Receiver
 
-PROBE_S = 15.0
-DOWN_S = 20.0
+PROBE_S = 5.0
+DOWN_S = 9.0
 CHATS, PER_CHAT = 4, 3
 
 
@@ -31,7 +32,7 @@ CHATS, PER_CHAT = 4, 3
 def stretched(request, own_database, tmp_path):
     """The server, its workers as threads or as two worker processes (one probe across both)."""
     server = BatonServer(own_database, tmp_path, BATON_DELIVERY_RETRY_SCALE="20",
-                         BATON_WORKER_PROCESSES=request.param).start()
+                         BATON_DELIVERY_PROBE_S=str(PROBE_S), BATON_WORKER_PROCESSES=request.param).start()
     yield server
     server.stop()
 

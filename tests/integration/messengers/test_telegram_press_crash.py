@@ -7,6 +7,11 @@ process asks for a colour) and, a moment later, a button on a message that is no
 failed attempts the server gets SIGKILL, the fake recovers, the server starts again on the same
 database and Telegram delivers every press once more. Then every press has exactly one answer (the
 refused ones with the notice), and every chat was asked for the colour exactly once.
+
+Before the kill the fake holds every further sendMessage and the test waits until Baton recorded
+each one it took: a message the messenger took whose answer Baton had not recorded when it died is
+sent again after the restart (delivery is at least once; no messenger takes an idempotency key), as
+in test_pacing_crash. Closing that window keeps what is proved Baton's own state.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from tests.fakes.server import Reply
 from tests.fakes.telegram import FakeTelegram
 from tests.harness import BatonServer, bpmn
 from tests.integration.messengers.helpers import new_chat_id
+from tests.integration.test_chat_crash import all_deliveries
 
 CHATS = 10
 FAILING_ANSWERS_BEFORE_KILL = 3
@@ -70,7 +76,11 @@ def test_kill_9_while_presses_are_answered_gives_each_press_one_answer(backend, 
         for press in presses:
             assert fake.deliver(token, press).status_code == 200
         fake.wait_for(f"{token}/answerCallbackQuery", FAILING_ANSWERS_BEFORE_KILL, timeout=30)
+        fake.hold()
+        wait_until(lambda: sum(d["status"] == "sent" for d in all_deliveries(api)) == len(fake.sent),
+                   "Baton to record every message Telegram took", timeout=30)
         server.kill()
+        fake.release()
         assert fake.answered == [], "an answer went out before the kill"
 
         # --- Telegram recovers, the server restarts, Telegram delivers every press again ---------------
