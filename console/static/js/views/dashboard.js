@@ -14,9 +14,11 @@ export async function render(main) {
   const failed = slot('process.list', { status: 'failed', per_page: 5 });
   const tasks = slot('task.list', { status: 'in_progress', per_page: 5 });
   const chats = slot('conversation.list', { per_page: 5 });
-  const dead = slot('delivery.list', { status: 'dead', per_page: 1 });
+  // The batch runs in order: failing and queued are counted before dead, so a delivery that gives
+  // up between the calls is counted as failing and as dead, never as "every message went out".
   const failing = slot('delivery.list', { failing: true, per_page: 1 });
   const queued = slot('delivery.list', { status: 'queued', per_page: 1 });
+  const dead = slot('delivery.list', { status: 'dead', per_page: 1 });
   const definitions = slot('definition.list', { per_page: 10 });
   const answers = await batch(calls);
   const get = (i) => (i < 0 ? { missing: true } : answers[i]);

@@ -1,5 +1,5 @@
 // Deliveries: what Baton POSTs out (channel answers, task events): queued and dead, last error, retry.
-import { call } from '../rpc.js';
+import { batch, call } from '../rpc.js';
 import { h, replace, when } from '../dom.js';
 import { announce, field, goTo, pager, reloadView, table } from '../widgets.js';
 
@@ -8,10 +8,16 @@ const STATUSES = ['dead', 'failing', 'queued', 'sent'];  // failing: queued afte
 export async function render(main, args, query) {
   const status = query.has('status') ? query.get('status') : 'dead';
   const page = Number(query.get('page') || 1);
-  const answer = await call('delivery.list', status === 'failing' ? { failing: true, page, per_page: 20 } : { status: status || null, page, per_page: 20 });
-  const [retrying, queued] = status === 'dead' && answer.total === 0
-    ? await Promise.all([call('delivery.list', { failing: true, per_page: 1 }), call('delivery.list', { status: 'queued', per_page: 1 })]).then(([f, q]) => [f.total, q.total])
-    : [0, 0];
+  const listed = ['delivery.list', status === 'failing' ? { failing: true, page, per_page: 20 } : { status: status || null, page, per_page: 20 }];
+  // For the dead page, failing and queued are counted first in the same (ordered) batch: a delivery
+  // that gives up between the calls is then counted as failing and as dead, never as "went out".
+  const answers = await batch(status === 'dead'
+    ? [['delivery.list', { failing: true, per_page: 1 }], ['delivery.list', { status: 'queued', per_page: 1 }], listed]
+    : [listed]);
+  const failed = answers.find((a) => a.error);
+  if (failed) throw failed.error;
+  const answer = answers[answers.length - 1].result;
+  const [retrying, queued] = answers.length === 3 ? [answers[0].result.total, answers[1].result.total] : [0, 0];
   const select = h('select', {}, STATUSES.map((s) => h('option', { value: s }, s === 'failing' ? 'failing (being retried)' : s)), h('option', { value: '' }, 'all'));
   select.value = status;
   const filter = h('form', { class: 'filters', 'aria-label': 'Filter deliveries' }, field('Status', select),
