@@ -231,7 +231,7 @@ def test_the_web_chat_channel_shows_its_inbound_url_and_the_processes_it_starts(
     console.assert_clean()
 
 
-def test_failing_deliveries_are_not_called_all_sent(console, console_server, api, tenant_key, receiver):
+def test_failing_deliveries_are_not_called_all_sent(console, console_server, api, tenant_key, receiver, shots):
     from tests.receiver import Answer
 
     receiver.default = Answer(503)  # fails every time (this server gives up within seconds)
@@ -257,10 +257,12 @@ def test_failing_deliveries_are_not_called_all_sent(console, console_server, api
     card = page.locator(".card", has_text="Dead deliveries")
     card.wait_for()
     assert "Every message went out" not in card.inner_text()
+    shots(page, "dashboard-failing-delivery")
     console.go("#/deliveries")
     page.get_by_role("heading", name="Deliveries").wait_for()
     page.locator("main table, main p.empty").first.wait_for()
     assert "every message went out" not in page.locator("main").inner_text()
+    shots(page, "deliveries-failing-delivery")
     console.assert_clean()
 
 
