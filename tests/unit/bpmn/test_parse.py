@@ -309,12 +309,20 @@ def test_restoring_an_instance_never_makes_spiffworkflows_default_script_engine(
 
 
 def test_the_full_serializer_round_trips_a_workflow(script_engine):
+    """The full serializer (spec included) keeps the spec's extensions and the data's decimals. The
+    workflow is rebuilt around the specs it wrote, with the sandboxed engine: SpiffWorkflow's own
+    ``deserialize_json`` would build its default engine (full builtins) for the restored workflow."""
     spec, subprocess_specs = bpmn.load_spec(deploy.parse_definition(fixture("camunda_profile.bpmn")).spec_json)
     workflow = BpmnWorkflow(spec, subprocess_specs, script_engine=script_engine)
     workflow.get_tasks(state=TaskState.READY)[0].data["amount"] = Decimal("1.5")
     workflow.do_engine_steps()
     serializer = bpmn.make_serializer()
-    restored = serializer.deserialize_json(serializer.serialize_json(workflow))
+    written = json.loads(serializer.serialize_json(workflow))
+    restored_spec = serializer.from_dict(written["spec"])
+    restored_subprocesses = {name: serializer.from_dict(sub) for name, sub in written["subprocess_specs"].items()}
+    restored = bpmn.workflow_from_json(bpmn.workflow_to_json(workflow), restored_spec, restored_subprocesses,
+                                       script_engine)
+    assert restored.script_engine is script_engine
     [review] = restored.get_tasks(state=TaskState.READY)
     assert review.data["amount"] == Decimal("1.5")
     assert review.task_spec.extensions["buttons"] == ["approve", "reject"]

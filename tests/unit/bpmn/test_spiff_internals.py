@@ -202,32 +202,32 @@ def test_every_private_method_baton_overrides_still_exists_in_spiffworkflow():
 
 # --- state changes logged only when written ------------------------------------------------------------
 
-def _run_states(name: str) -> list[tuple[str, str]]:
+def _run_states(name: str, script_engine) -> list[tuple[str, str]]:
     specs = bpmn.load_spec(deploy.parse_definition((FIXTURES / name).read_bytes()).spec_json)
-    workflow = BpmnWorkflow(*specs)
+    workflow = BpmnWorkflow(*specs, script_engine=script_engine)
     workflow.do_engine_steps()
     return sorted((task.task_spec.name, TaskState.get_name(task.state)) for task in workflow.get_tasks())
 
 
-def test_the_quiet_state_change_leaves_every_task_in_the_state_spiffworkflows_own_does(caplog):
+def test_the_quiet_state_change_leaves_every_task_in_the_state_spiffworkflows_own_does(caplog, script_engine):
     spiff.state_changes_log_as_spiffworkflow_does()
     try:
-        theirs = _run_states("wait_for_person.bpmn")
+        theirs = _run_states("wait_for_person.bpmn", script_engine)
     finally:
         spiff.log_state_changes_only_when_written()
-    assert _run_states("wait_for_person.bpmn") == theirs
+    assert _run_states("wait_for_person.bpmn", script_engine) == theirs
 
 
-def test_the_quiet_state_change_still_writes_the_log_when_it_is_enabled(caplog):
+def test_the_quiet_state_change_still_writes_the_log_when_it_is_enabled(caplog, script_engine):
     spiff.log_state_changes_only_when_written()
     with caplog.at_level(logging.INFO, logger="spiff.task"):
-        _run_states("wait_for_person.bpmn")
+        _run_states("wait_for_person.bpmn", script_engine)
     changes = [record for record in caplog.records if record.name == "spiff.task"]
     assert changes and all(record.getMessage().startswith("State changed to ") for record in changes)
     assert {"task_spec", "task_id", "state", "elapsed", "parent"} <= set(vars(changes[0]))
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="spiff.task"):
-        _run_states("wait_for_person.bpmn")
+        _run_states("wait_for_person.bpmn", script_engine)
     assert not [record for record in caplog.records if record.name == "spiff.task"]
 
 
