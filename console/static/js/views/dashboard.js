@@ -1,7 +1,7 @@
 // Dashboard: instances by status (overall and per definition), failed instances, open tasks,
 // active conversations, dead deliveries; each a link into its list. One batch of calls.
 import { batch } from '../rpc.js';
-import { h, replace, when } from '../dom.js';
+import { append, h, replace, when } from '../dom.js';
 import { can } from '../session.js';
 import { describeError, statusBadge, table } from '../widgets.js';
 
@@ -67,7 +67,7 @@ function card(title, answer, body) {
   const box = h('section', { class: 'card stat' }, h('h2', {}, title));
   if (answer.missing) box.append(h('p', { class: 'muted' }, 'Your API key may not see this.'));
   else if (answer.error) box.append(h('p', { class: 'muted' }, describeError(answer.error)));
-  else box.append(...[body(answer.result)].flat());
+  else append(box, [body(answer.result)]);  // skips the parts a body leaves out (null)
   return box;
 }
 
