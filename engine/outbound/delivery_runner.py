@@ -145,9 +145,7 @@ class DeliveryRunner:
                  channel_calls: ChannelCalls | None = None, probe_s: float = PROBE_S,
                  lease_s: float = LEASE_MARGIN_S):
         self.outbound = outbound
-        # A call holds its job for its timeout and one lease more (BATON_JOB_LEASE_S): what a worker
-        # killed on the wire keeps from the next worker.
-        self.call_lease_s = float(timeout_s) + float(lease_s)
+        self.lease_s = float(lease_s)  # beyond the call's timeout, its job's lease (BATON_JOB_LEASE_S)
         self.schedule = DeliverySchedule(retry_scale)
         self.probe_s = float(probe_s)
         self.timeout_s = float(timeout_s)
@@ -201,7 +199,9 @@ class DeliveryRunner:
             attempt = _post_attempt(uow, job, row)
         # Counted before the call: an attempt cut short by a crash still counts.
         uow.run(_ATTEMPTED, {"delivery_id": row.id, "to_url": attempt.url or row.url})
-        jobs.extend_lease(uow, job, worker_id, self.call_lease_s)  # committed with the above, before the call
+        # Committed with the above, before the call: a worker killed on the wire keeps the job from the
+        # next one for the call's timeout and one lease more.
+        jobs.extend_lease(uow, job, worker_id, self.timeout_s + self.lease_s)
         return attempt
 
     # -- 2: the call, with no unit of work open --
