@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, func, or_, select, update
+from sqlalchemy import bindparam, or_, select, text, update
 
 from engine.jobs.kinds import DELIVER
 from engine.store.db import is_postgres
@@ -71,14 +71,18 @@ def drain(uow: UnitOfWork, sent, now: datetime) -> int:
     return len(woken)
 
 
+def _same_destination(by_channel: bool) -> tuple:
+    """A channel, or for a channel-less delivery its URL (always within the tenant)."""
+    return ((Delivery.channel_id == bindparam("channel_id"),) if by_channel else
+            (Delivery.channel_id.is_(None), Delivery.url == bindparam("url")))
+
+
 def _waiting(by_channel: bool, postgres: bool):
     """The deliveries of the sent one's destination that wait out a retry delay (built once per
     kind of destination and dialect: ``drain`` runs at every success)."""
-    same_destination = ((Delivery.channel_id == bindparam("channel_id"),) if by_channel else
-                        (Delivery.channel_id.is_(None), Delivery.url == bindparam("url")))
     waiting = select(Delivery.id, Delivery.attempts).where(
         Delivery.tenant_id == bindparam("tenant_id"), Delivery.status == QUEUED, Delivery.id != bindparam("sent_id"),
-        Delivery.attempts > 0, Delivery.next_attempt_at > bindparam("now"), *same_destination,
+        Delivery.attempts > 0, Delivery.next_attempt_at > bindparam("now"), *_same_destination(by_channel),
     ).order_by(Delivery.id).limit(DRAIN_LIMIT)
     return waiting.with_for_update(skip_locked=True) if postgres else waiting
 
@@ -94,33 +98,45 @@ def _may_bring_forward(payload: dict, attempts: int, now: datetime) -> bool:
     return payload.get("drained_at") != attempts - 1  # its last failure was a drained attempt
 
 
-def is_oldest_failing(uow: UnitOfWork, row, now: datetime, up_window: timedelta) -> bool:
-    """Whether ``row`` (a queued delivery that has just failed) is the oldest queued delivery of its
-    destination that was attempted, and the destination took none within ``up_window``: the one
-    that probes a destination that is down (``DeliveryRunner._probe_sooner``). A destination that
-    takes other deliveries is up: a message it refuses keeps its schedule (a poison message)."""
+def takes_the_probe(uow: UnitOfWork, row, now: datetime, probe_window: timedelta, up_window: timedelta) -> bool:
+    """Whether ``row`` (a queued delivery that has just failed) is the one that probes its destination
+    (``DeliveryRunner._probe_sooner``): no other delivery of the destination will be tried within
+    ``probe_window`` (none on the wire, none due sooner), and the destination took none within
+    ``up_window``. Decided under the destination's lock (PostgreSQL; SQLite's write lock serializes
+    anyway), so of a wave of failures recorded together, by any worker in any order, exactly one
+    (the last recorded) probes. A destination that takes other deliveries is up: a message it
+    refuses keeps its schedule (a poison message)."""
     by_channel = row.channel_id is not None
-    params = {"tenant_id": row.tenant_id, "channel_id": row.channel_id, "url": row.url, "since": now - up_window}
-    if uow.run(_OLDEST_FAILING[by_channel], params).scalar() != row.id:
+    if is_postgres():
+        destination = f"{row.tenant_id}|{row.channel_id}" if by_channel else f"{row.tenant_id}|{row.url}"
+        uow.execute(_PG_DESTINATION_LOCK, {"namespace": _PROBE_LOCK_NAMESPACE, "key": destination})
+    params = {"tenant_id": row.tenant_id, "channel_id": row.channel_id, "url": row.url, "delivery_id": row.id,
+              "soon": now + probe_window, "since": now - up_window}
+    if uow.run(_ANOTHER_TRIED_SOON[by_channel], params).first() is not None:
         return False
     return uow.run(_RECENTLY_SENT[by_channel], params).first() is None
 
 
-def _oldest_failing(by_channel: bool):
-    same_destination = ((Delivery.channel_id == bindparam("channel_id"),) if by_channel else
-                        (Delivery.channel_id.is_(None), Delivery.url == bindparam("url")))
-    return select(func.min(Delivery.id)).where(Delivery.tenant_id == bindparam("tenant_id"), Delivery.status == QUEUED,
-                                               Delivery.attempts > 0, *same_destination)
+# Taken after the ordering key's lock (delivery.lock_key), never before it: one order, no deadlock.
+_PG_DESTINATION_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:namespace AS integer), hashtext(CAST(:key AS text)))")
+_PROBE_LOCK_NAMESPACE = 0x42505242  # "BPRB": apart from delivery.lock_key's ordering keys
+
+
+def _another_tried_soon(by_channel: bool):
+    """Another attempted delivery of the destination that is on the wire or due within the window
+    (an attempt in flight still shows the due time it was claimed at, in the past)."""
+    return select(Delivery.id).where(Delivery.tenant_id == bindparam("tenant_id"), Delivery.status == QUEUED,
+                                     Delivery.attempts > 0, Delivery.id != bindparam("delivery_id"),
+                                     Delivery.next_attempt_at <= bindparam("soon"),
+                                     *_same_destination(by_channel)).limit(1)
 
 
 def _recently_sent(by_channel: bool):
-    same_destination = ((Delivery.channel_id == bindparam("channel_id"),) if by_channel else
-                        (Delivery.channel_id.is_(None), Delivery.url == bindparam("url")))
     return select(Delivery.id).where(Delivery.tenant_id == bindparam("tenant_id"), Delivery.status == "sent",
-                                     Delivery.sent_at > bindparam("since"), *same_destination).limit(1)
+                                     Delivery.sent_at > bindparam("since"), *_same_destination(by_channel)).limit(1)
 
 
-_OLDEST_FAILING = {by_channel: _oldest_failing(by_channel) for by_channel in (True, False)}
+_ANOTHER_TRIED_SOON = {by_channel: _another_tried_soon(by_channel) for by_channel in (True, False)}
 _RECENTLY_SENT = {by_channel: _recently_sent(by_channel) for by_channel in (True, False)}
 
 

@@ -124,8 +124,10 @@ _ROW = select(_deliveries.c.id, _deliveries.c.tenant_id, _deliveries.c.channel_i
 _CHANNEL_WEBHOOK = select(_channels.c.webhook_url, _channels.c.webhook_secret).where(
     _channels.c.id == bindparam("channel_id"))
 _THIS = _deliveries.c.id == bindparam("delivery_id")
-# Counted before the call (an attempt cut short by a crash still counts), with the URL it goes to.
-_ATTEMPTED = update(_deliveries).where(_THIS).values(attempts=_deliveries.c.attempts + 1, url=bindparam("to_url"))
+# Counted before the call (an attempt cut short by a crash still counts), with the URL it goes to;
+# its next attempt is "now" while it is on the wire (a woken parked delivery had none).
+_ATTEMPTED = update(_deliveries).where(_THIS).values(attempts=_deliveries.c.attempts + 1, url=bindparam("to_url"),
+                                                     next_attempt_at=bindparam("now"))
 _PARKED = update(_deliveries).where(_THIS).values(next_attempt_at=None)  # "waiting for an earlier delivery"
 _SENT = update(_deliveries).where(_THIS).values(
     status=SENT, sent_at=bindparam("now"), last_error=None, next_attempt_at=None,
@@ -198,7 +200,7 @@ class DeliveryRunner:
         else:
             attempt = _post_attempt(uow, job, row)
         # Counted before the call: an attempt cut short by a crash still counts.
-        uow.run(_ATTEMPTED, {"delivery_id": row.id, "to_url": attempt.url or row.url})
+        uow.run(_ATTEMPTED, {"delivery_id": row.id, "to_url": attempt.url or row.url, "now": utcnow()})
         # Committed with the above, before the call: a worker killed on the wire keeps the job from the
         # next one for the call's timeout and one lease more.
         jobs.extend_lease(uow, job, worker_id, self.timeout_s + self.lease_s)
@@ -293,13 +295,14 @@ class DeliveryRunner:
 
 
     def _probe_sooner(self, uow: UnitOfWork, row, now, next_at, retry_after_s: float | None):
-        """The recovery probe: the oldest failing delivery of a destination is tried again within
-        ``probe_s`` (never before the receiver's ``Retry-After``), whatever its schedule says, so that
-        its success, and the drain it starts, come within seconds of the receiver's return. Only one
-        delivery of a destination is its oldest: one probe per destination, whichever worker holds it."""
+        """The recovery probe: while a destination is down, one of its failing deliveries is tried
+        again within ``probe_s`` (never before the receiver's ``Retry-After``), whatever its schedule
+        says, so that its success, and the drain it starts, come within seconds of the receiver's
+        return. One per destination, whichever worker holds it (``delivery_drain.takes_the_probe``)."""
         probe_at = now + timedelta(seconds=max(self.probe_s, retry_after_s or 0.0))
-        if probe_at >= next_at or not delivery_drain.is_oldest_failing(uow, row, now,
-                                                                       timedelta(seconds=4 * self.probe_s)):
+        if probe_at >= next_at or not delivery_drain.takes_the_probe(
+                uow, row, now, probe_window=timedelta(seconds=self.probe_s),
+                up_window=timedelta(seconds=4 * self.probe_s)):
             return next_at
         return probe_at
 

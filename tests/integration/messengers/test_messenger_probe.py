@@ -1,5 +1,5 @@
-"""Telegram's API down, then back, and no customer writes again (SQLite and PostgreSQL): the bot's
-oldest failing answer probes the API every BATON_DELIVERY_PROBE_S (15 s; 5 s here, to keep the test
+"""Telegram's API down, then back, and no customer writes again (SQLite and PostgreSQL): one
+of the bot's failing answers probes the API every BATON_DELIVERY_PROBE_S (15 s; 5 s here, to keep the test
 short), so the first probe after
 the API is back succeeds and drains the rest, within about two probe intervals, each chat in order.
 

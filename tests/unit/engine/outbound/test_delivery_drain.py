@@ -10,6 +10,8 @@ import uuid
 
 import pytest
 
+from engine import jobs
+from engine.jobs.worker import run_job
 from engine.store.db import utcnow
 from engine.store.models import Channel
 from tests.receiver import Answer, Receiver
@@ -136,6 +138,25 @@ def test_a_destinations_oldest_failing_delivery_probes_it_and_the_others_keep_th
     drive(uow, runner, failed_once(oldest, other_chat))
     assert 0 < seconds_until_next_attempt(oldest) <= PROBE_S < FAR_S < seconds_until_next_attempt(other_chat)
     assert job_of(oldest).run_at == fresh(oldest).next_attempt_at
+
+
+@pytest.mark.parametrize("order", ["younger-recorded-first", "older-recorded-first"])
+def test_one_delivery_probes_a_destination_whichever_of_a_wave_is_recorded_first(
+        ctx, tenant_id, down, make_runner, uow, order):
+    """Two workers took two chats' heads at once; whichever failure is recorded first (the younger's
+    while the older is not even attempted yet, or the other way round), one of them probes."""
+    runner = make_runner(scale=SCALE, probe_s=PROBE_S)
+    older, younger = queue(uow, tenant_id, down.url, key(), "older"), queue(uow, tenant_id, down.url, key(), "younger")
+    claimed = {job.payload["delivery_id"]: job for job in jobs.claim(uow, base.WORKER, 30, limit=10)}
+    uow.commit()
+    first, second = (younger, older) if order == "younger-recorded-first" else (older, younger)
+    run_job(base.units(), runner, claimed[first], base.WORKER)
+    run_job(base.units(), runner, claimed[second], base.WORKER)
+    uow.rollback()
+    probing = [d for d in (older, younger) if seconds_until_next_attempt(d) <= PROBE_S]
+    assert len(probing) == 1, {d: seconds_until_next_attempt(d) for d in (older, younger)}
+    assert all(seconds_until_next_attempt(d) > FAR_S for d in (older, younger) if d not in probing)
+    assert len(down.requests) == 2
 
 
 def test_no_probe_before_the_receivers_pause_nor_for_a_destination_that_takes_others(
