@@ -55,10 +55,10 @@ sandbox:
 	  || echo "bubblewrap is missing and cannot be installed here: script hosts run without namespaces." >&2
 
 # The fast loop: every unit test and one pass over the main paths through a real server, on SQLite
-# only, without the tests marked slow (those and PostgreSQL are `make test`'s). Measured 45 s on the
-# 2-core machine while other work ran on it (2026-11-28); one app for the whole run.
+# only, without the tests marked slow (those and PostgreSQL are `make test`'s); one app per worker.
+# Two workers: on the 2-core machine on a slow day (2026-11-29) 54 s, where one took 83 s (three: 55 s).
 check: install
-	$(BIN)/python -m pytest -q tests/unit tests/integration/test_smoke.py -k "not postgresql" -m "not slow"
+	$(BIN)/python -m pytest -q -n 2 tests/unit tests/integration/test_smoke.py -k "not postgresql" -m "not slow"
 
 lint: install
 	$(BIN)/pip install --quiet --disable-pip-version-check ruff
