@@ -193,10 +193,11 @@ def wake_key(uow: UnitOfWork, tenant_id: int, ordering_key: str) -> None:
 
 # --- the per-key primitives the runner uses ------------------------------------------------------
 
-def lock_key(uow: UnitOfWork, ordering_key: str) -> None:
-    """Serialize, per ordering key, the transactions that decide and record (released at commit)."""
+def lock_key(uow: UnitOfWork, ordering_key: str, namespace: int = _LOCK_NAMESPACE) -> None:
+    """Serialize, per ordering key, the transactions that decide and record (released at commit);
+    another ``namespace`` keeps another kind of key apart (``delivery_drain``'s destinations)."""
     if is_postgres():
-        uow.execute(_PG_KEY_LOCK, {"namespace": _LOCK_NAMESPACE, "key": ordering_key})
+        uow.execute(_PG_KEY_LOCK, {"namespace": namespace, "key": ordering_key})
     # SQLite: every transaction began with BEGIN IMMEDIATE, so it holds the database's write lock.
 
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import bindparam, or_, select, text, update
+from sqlalchemy import bindparam, or_, select, update
 
 from engine.jobs.kinds import DELIVER
+from engine.outbound import delivery
 from engine.store.db import is_postgres
 from engine.store.models import Delivery, Job
 from engine.store.unit_of_work import UnitOfWork
@@ -107,9 +108,9 @@ def takes_the_probe(uow: UnitOfWork, row, now: datetime, probe_window: timedelta
     (the last recorded) probes. A destination that takes other deliveries is up: a message it
     refuses keeps its schedule (a poison message)."""
     by_channel = row.channel_id is not None
-    if is_postgres():
-        destination = f"{row.tenant_id}|{row.channel_id}" if by_channel else f"{row.tenant_id}|{row.url}"
-        uow.execute(_PG_DESTINATION_LOCK, {"namespace": _PROBE_LOCK_NAMESPACE, "key": destination})
+    # After the ordering key's lock (the runner's _record took it), never before: one order, no deadlock.
+    delivery.lock_key(uow, f"{row.tenant_id}|{row.channel_id}" if by_channel else f"{row.tenant_id}|{row.url}",
+                      namespace=_PROBE_LOCK_NAMESPACE)
     params = {"tenant_id": row.tenant_id, "channel_id": row.channel_id, "url": row.url, "delivery_id": row.id,
               "soon": now + probe_window, "since": now - up_window}
     if uow.run(_ANOTHER_TRIED_SOON[by_channel], params).first() is not None:
@@ -117,9 +118,7 @@ def takes_the_probe(uow: UnitOfWork, row, now: datetime, probe_window: timedelta
     return uow.run(_RECENTLY_SENT[by_channel], params).first() is None
 
 
-# Taken after the ordering key's lock (delivery.lock_key), never before it: one order, no deadlock.
-_PG_DESTINATION_LOCK = text("SELECT pg_advisory_xact_lock(CAST(:namespace AS integer), hashtext(CAST(:key AS text)))")
-_PROBE_LOCK_NAMESPACE = 0x42505242  # "BPRB": apart from delivery.lock_key's ordering keys
+_PROBE_LOCK_NAMESPACE = 0x42505242  # "BPRB": destinations, apart from the ordering keys' namespace
 
 
 def _another_tried_soon(by_channel: bool):
