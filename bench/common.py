@@ -12,6 +12,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def process_cpu_s(pid: int) -> float:
+    """A live process's CPU seconds so far (user + system, from /proc); 0.0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 def percentile(values: list[float], q: float) -> float:
     """The nearest-rank percentile: the smallest value with at least q % of the values at or below it."""
     ordered = sorted(values)

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import run_header  # noqa: E402
+from bench.common import process_cpu_s, run_header  # noqa: E402
 from tests.harness import BatonServer, bpmn, free_port  # noqa: E402
 
 BODY = b'{"amount": 60}'
@@ -47,11 +47,6 @@ def bare_app(environ, start_response):
     environ["wsgi.input"].read(int(environ.get("CONTENT_LENGTH") or 0))
     start_response("202 Accepted", [("Content-Type", "application/json"), ("Content-Length", "2")])
     return [b"{}"]
-
-
-def process_cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def post_all(port: int, path: str, count: int, clients: int) -> float:

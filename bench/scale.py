@@ -46,26 +46,17 @@ if str(ROOT) not in sys.path:
 import psycopg  # noqa: E402
 import requests  # noqa: E402
 
-from bench.common import run_header  # noqa: E402
+from bench.common import process_cpu_s, run_header  # noqa: E402
 from bench.throughput import (PROCESSES, START_DATA, Load, _start_workers, _stop,  # noqa: E402
                               tree_cpu_seconds, wait_until_completed)
 from tests.harness import (POSTGRES_ADMIN_DSN, Api, BatonServer, claim_jobs,  # noqa: E402
                            create_postgres_database, drop_postgres_database, free_port)
 
 RESULTS = ROOT / "bench" / "results" / "scale-latest.json"
-_TICK = os.sysconf("SC_CLK_TCK")
 NOOP_KIND = "bench_noop"
 
 
 # -- measuring ---------------------------------------------------------------------------------
-
-def _proc_cpu(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _TICK
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
 
 class DatabaseCpu:
     """CPU of the PostgreSQL server processes serving one database's connections (readable when
@@ -81,10 +72,10 @@ class DatabaseCpu:
                                                    (self.database,))]
 
     def begin(self) -> None:
-        self.start = {pid: _proc_cpu(pid) for pid in self._pids()}
+        self.start = {pid: process_cpu_s(pid) for pid in self._pids()}
 
     def seconds(self) -> float:
-        return sum(_proc_cpu(pid) - self.start.get(pid, 0.0) for pid in self._pids())
+        return sum(process_cpu_s(pid) - self.start.get(pid, 0.0) for pid in self._pids())
 
 
 def _machine_ticks() -> tuple[int, int]:
