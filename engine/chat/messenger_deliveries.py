@@ -243,10 +243,10 @@ class MessengerCalls:
     def recorded(self, uow: UnitOfWork, row, outcome: AttemptResult) -> None:
         """A failed attempt is the channel's last error (``channel.get``), with when it happened; a
         messenger that said to slow down slows the whole bot (or the chat) down (``pacing``)."""
-        if outcome.result == delivery.SENT and outcome.attempted_at is not None and self.pacing is not None \
+        if outcome.result == delivery.SENT and outcome.answered_at is not None and self.pacing is not None \
                 and row.channel_id is not None:
             self.pacing.sent(uow, row.url.partition(":")[0], row.channel_id,
-                             chat_of_key(row.channel_id, row.ordering_key), outcome.attempted_at)
+                             chat_of_key(row.channel_id, row.ordering_key), outcome.answered_at)
         if outcome.result == RUNNER_WAIT and self.pacing is not None and row.channel_id is not None:
             self.pacing.slow_down(uow, row.url.partition(":")[0], row.channel_id,
                                   chat_of_key(row.channel_id, row.ordering_key), outcome.retry_after_s,

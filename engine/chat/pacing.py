@@ -120,14 +120,18 @@ class Pacing:
         return Reserved(slot, (slot - now).total_seconds() > self.max_sleep_s)
 
     def sent(self, uow: UnitOfWork, channel_type: str, channel_id: int, chat_id: str | None,
-             attempted_at: datetime) -> None:
-        """In the recording unit of work: the chat's call went out at ``attempted_at``, which a
-        crowded moment may have made later than its slot; the chat's next slot is at least an
-        interval after it (a chat's calls go one after the other, so this is what its limit is about)."""
+             answered_at: datetime) -> None:
+        """In the recording unit of work: the chat's call was answered at ``answered_at``; the chat's
+        next slot is at least an interval after it (a chat's calls go one after the other, so this is
+        what its limit is about). Counted from the answer, not from when the call went out: the
+        messenger answered after it took the call and takes the next one after it went out, so the
+        interval holds at the messenger's end whatever the network or a busy process delayed either
+        call by (counted from the start, a first call slower to arrive than the second by a tenth of a
+        second was refused by a limiter as strict as the one in the tests)."""
         limits = self.limits.get(channel_type)
         chat = limits.intervals(chat_id)[1] if limits is not None and chat_id is not None else 0.0
         if chat:
-            uow.run(_AT_LEAST, {"the_key": f"{channel_id}:{chat_id}", "at": attempted_at + timedelta(seconds=chat)})
+            uow.run(_AT_LEAST, {"the_key": f"{channel_id}:{chat_id}", "at": answered_at + timedelta(seconds=chat)})
 
     def slow_down(self, uow: UnitOfWork, channel_type: str, channel_id: int, chat_id: str | None,
                   wait_s: float | None, whole_bot: bool) -> None:

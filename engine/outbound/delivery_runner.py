@@ -73,7 +73,7 @@ class AttemptResult:
     external_id: str | None = None
     failure: str | None = None
     whole_bot: bool = True      # a WAIT that holds every call of the channel (a 429), not only this chat's
-    attempted_at: datetime | None = None    # when a channel call went out (after waiting for its slot)
+    answered_at: datetime | None = None     # when a channel call's answer came back (pacing counts from it)
 
 
 class ChannelCalls(Protocol):
@@ -216,10 +216,9 @@ class DeliveryRunner:
                     wait_s = (call.not_before - utcnow()).total_seconds()
                     if wait_s > 0:
                         time.sleep(wait_s)
-                attempted_at = utcnow()
                 response = self.outbound.request(call.method, call.url, headers=call.headers, body=call.body,
                                                  timeout_s=self.timeout_s)
-                return replace(self.channel_calls.judge(call, response), attempted_at=attempted_at)
+                return replace(self.channel_calls.judge(call, response), answered_at=utcnow())
             headers = delivery.request_headers(attempt.uid, attempt.body, attempt.secret)
             response = self.outbound.request("POST", attempt.url, headers=headers, body=attempt.body,
                                              timeout_s=self.timeout_s)

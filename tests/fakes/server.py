@@ -60,6 +60,7 @@ class FakeServer:
         self.port = port
         self.requests: list[Recorded] = []
         self.delay_s = 0.0               # before every answer (a slow messenger)
+        self.answer_late_s = 0.0         # after the call is taken, before its answer (a slow network back)
         self._scripted: list[_Scripted] = []
         self._lock = threading.RLock()
         self._stopping = threading.Event()
@@ -187,7 +188,9 @@ class FakeServer:
             self.sleep(scripted.reply.delay_s)
             if scripted.reply.status != -1:
                 return scripted.reply
-        return self.respond(request)      # subclasses guard their own state with self._lock
+        reply = self.respond(request)     # subclasses guard their own state with self._lock
+        self.sleep(self.answer_late_s)
+        return reply
 
     # --- calls the messenger makes to Baton ----------------------------------------------------------
 

@@ -18,6 +18,7 @@ from engine.auth import create_tenant
 from engine.chat import messenger_deliveries, reachability
 from engine.chat.messengers.registry import MESSENGERS
 from engine.chat.messengers.sending import OutboundCall
+from engine.chat.pacing import Limits, Pacing
 from engine.jobs.retry import DeliverySchedule
 from engine.outbound import OutboundHttp
 from engine.jobs.worker import run_job
@@ -112,6 +113,27 @@ def test_a_rate_limit_is_waited_for_without_moving_the_schedule_on(channel, runn
     first_delay = DeliverySchedule().delay_after(1)
     assert row.attempts == 2
     assert timedelta(seconds=first_delay - 1) <= job.run_at - before <= timedelta(seconds=first_delay + 2)
+
+
+def test_a_chats_next_reply_waits_an_interval_after_the_messenger_answered_not_after_it_was_sent(
+        channel, fake, uow):
+    # Telegram takes the first reply at once and its answer comes back 0.6 s later. Paced from when
+    # the call went out, the second would reach Telegram 1 s after the first and a strict limiter
+    # that saw the first arrive late would refuse it; paced from the answer, it arrives 1.6 s after.
+    calls = messenger_deliveries.MessengerCalls(MESSENGERS, {"telegram": fake.api_url},
+                                                pacing=Pacing({"telegram": Limits(per_chat=1.0)}, max_sleep_s=3.0))
+    fake.answer_late_s = 0.6
+    with OutboundHttp(allow_private=True) as http:
+        paced = DeliveryRunner(http, channel_calls=calls)
+        first = queue(uow, channel, text="one")
+        attempt(uow, paced)
+        second = queue(uow, channel, text="two")
+        attempt(uow, paced)
+
+    assert [rows(first)[0].status, rows(second)[0].status] == ["sent", "sent"]
+    assert [m["text"] for m in fake.sent] == ["one", "two"]
+    taken_apart_s = fake.sent_times[1] - fake.sent_times[0]
+    assert taken_apart_s >= 1.0 + 0.5, taken_apart_s
 
 
 def test_a_call_that_can_never_go_dies_without_a_request(channel, runner, fake, uow):
