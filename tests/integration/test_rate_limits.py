@@ -41,6 +41,23 @@ def burst(send, count: int) -> list[requests.Response]:
     raise AssertionError("could not send the burst within one second")
 
 
+class Kept:
+    """A send function that keeps every answer it got, from every try of a ``burst``: what the
+    server counted in its metrics, a burst tried again included."""
+
+    def __init__(self, send):
+        self.send = send
+        self.answers: list[requests.Response] = []
+
+    def __call__(self) -> requests.Response:
+        answer = self.send()
+        self.answers.append(answer)
+        return answer
+
+    def count(self, status: int) -> int:
+        return sum(answer.status_code == status for answer in self.answers)
+
+
 def rpc(base_url: str, key: str):
     return lambda: requests.post(base_url + "/v1/rpc", headers={"X-API-Key": key}, timeout=10,
                                  json={"jsonrpc": "2.0", "method": "process.list", "id": 7})
@@ -49,7 +66,8 @@ def rpc(base_url: str, key: str):
 def test_a_key_over_its_rate_gets_429_in_json_rpc_shape_with_retry_after(limited):
     key = limited.create_tenant("rate-key")
     before = scrape(limited.base_url)
-    answers = burst(rpc(limited.base_url, key), PER_KEY + 3)
+    sent = Kept(rpc(limited.base_url, key))
+    answers = burst(sent, PER_KEY + 3)
     assert [a.status_code for a in answers] == [200] * PER_KEY + [429] * 3
     refused = answers[-1]
     assert refused.headers["Retry-After"] == "1"
@@ -59,8 +77,9 @@ def test_a_key_over_its_rate_gets_429_in_json_rpc_shape_with_retry_after(limited
     time.sleep(1.02 - time.time() % 1)
     assert rpc(limited.base_url, key)().status_code == 200  # the next second has its own allowance
     after = scrape(limited.base_url)
-    assert moved(before, after, 'baton_rate_limited_total{limit="api_key"}') == 3
-    assert moved(before, after, 'baton_http_requests_total{method="POST",route="/v1/rpc",status="429"}') == 3
+    assert moved(before, after, 'baton_rate_limited_total{limit="api_key"}') == sent.count(429) >= 3
+    assert moved(before, after, 'baton_http_requests_total{method="POST",route="/v1/rpc",status="429"}') == \
+        sent.count(429)
 
 
 def test_each_key_has_its_own_allowance_and_web_chat_counts_against_it(limited):
@@ -88,7 +107,8 @@ def test_a_webhook_over_its_rate_gets_429_at_both_doors(limited):
     api = limited.api(key)
     hook = api.deploy(bpmn("webhook_order.bpmn"), code="limited")["webhooks"][0]["url"]
     before = scrape(limited.base_url)
-    answers = burst(lambda: requests.post(hook, json={"amount": 1}, timeout=10), PER_WEBHOOK + 2)
+    plain = Kept(lambda: requests.post(hook, json={"amount": 1}, timeout=10))
+    answers = burst(plain, PER_WEBHOOK + 2)
     assert [a.status_code for a in answers] == [202] * PER_WEBHOOK + [429] * 2
     assert answers[-1].json() == {"error": {"code": "too_many_requests",
                                             "message": "Too many requests for this webhook; try again in 1 s."}}
@@ -98,14 +118,17 @@ def test_a_webhook_over_its_rate_gets_429_at_both_doors(limited):
         return requests.post(hook, data=iter([b'{"amount":', b' 2}']), timeout=10,
                              headers={"Content-Type": "application/json"})
 
-    answers = burst(chunked, PER_WEBHOOK + 1)
+    chunks = Kept(chunked)
+    answers = burst(chunks, PER_WEBHOOK + 1)
     assert [a.status_code for a in answers] == [202] * PER_WEBHOOK + [429]
     assert answers[-1].headers["Retry-After"] == "1"
     api.wait_until_idle()
     after = scrape(limited.base_url)
-    assert moved(before, after, 'baton_rate_limited_total{limit="webhook"}') == 3
-    assert moved(before, after, 'baton_webhook_refusals_total{reason="too_many_requests"}') == 3
-    assert after['baton_instances_ended_total{code="limited",status="completed"}'] == 2 * PER_WEBHOOK
+    refused = plain.count(429) + chunks.count(429)
+    assert moved(before, after, 'baton_rate_limited_total{limit="webhook"}') == refused >= 3
+    assert moved(before, after, 'baton_webhook_refusals_total{reason="too_many_requests"}') == refused
+    assert after['baton_instances_ended_total{code="limited",status="completed"}'] == \
+        plain.count(202) + chunks.count(202) >= 2 * PER_WEBHOOK
 
 
 def test_without_the_settings_nothing_is_limited(server, api):
