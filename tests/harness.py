@@ -210,9 +210,22 @@ class BatonServer(_BatonProcess):
                               env=self.env, capture_output=True, text=True, timeout=120)
 
     def create_tenant(self, name: str) -> str:
-        result = self.command("tenant", "create", name)
-        assert result.returncode == 0, result.stderr
-        return result.stdout.strip().splitlines()[-1]
+        """``flask --app app tenant create NAME`` with this server's settings; its admin key.
+
+        The command runs in this process (Flask's CLI runner, on an app built like the command's
+        own): a second interpreter's start cost ~1.5 s of CPU per tenant, a sizeable share of the
+        suite's. ``tests/integration/test_cli.py`` runs the command as a process of its own."""
+        from app import create_app
+        from engine.store.db import db
+
+        app = create_app({**self.env, "BATON_WORKERS": "0", "BATON_WORKER_PROCESSES": "0"})
+        try:
+            result = app.test_cli_runner().invoke(args=["tenant", "create", name])
+        finally:
+            with app.app_context():
+                db.engine.dispose()
+        assert result.exit_code == 0, result.output
+        return result.output.strip().splitlines()[-1]
 
     def api(self, key: str | None, path: str = "/v1/rpc") -> Api:
         return Api(self.base_url, key, path)
