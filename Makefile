@@ -42,9 +42,11 @@ run: install bytecode sandbox
 # Four pytest-xdist workers: each test file runs whole on one worker, so a file's server and
 # database are started once; tests never share a port or a database (tests/harness.py). Four, not
 # one per core: much of the suite waits on servers, receivers and restarts, so on the 2-core CI
-# machine 4 workers took 12 min 12 s where 2 took 21 min 12 s and 3 took 14 min 15 s (2026-11-29).
-# The wall time follows the machine's speed: the same suite took 29 min 10 s later that day on a
-# machine running plain Python at about half the speed (a 5-million-step loop: 0.80-0.89 s, not 0.45 s).
+# machine 4 workers took 12 min 12 s where 2 took 21 min 12 s and 3 took 14 min 15 s (2026-11-29,
+# a smaller suite). With the operator, history and ecosystem tests the same machine kind took
+# 21 min 24 s; creating test tenants in the test process and compiling ahead brought it to 15 min 19 s
+# (1,471 s of CPU on two cores, 2026-11-29, CI=true). The wall time follows the machine's speed: a
+# machine running plain Python at about half the speed took twice as long.
 test: install bytecode browser sandbox
 	$(BIN)/python -m pytest -n 4 --dist loadfile
 
