@@ -16,6 +16,7 @@ from typing import Any
 
 from sqlalchemy import delete, exists, select, update
 
+from bpmn import waiting_external_tasks
 from engine import jobs
 from engine.errors import ConflictError, InvalidParamsError, NotFoundError
 from engine.jobs.kinds import REPAIR, TIMER
@@ -44,9 +45,29 @@ def set_variables(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, vari
     uow.execute(update(Instance).where(Instance.id == instance.id)
                 .values(state=workflows.dump_workflow(workflow), variables=current_variables(workflow),
                         revision=Instance.revision + 1))
+    _refresh_open_task_rows(uow, instance.id, workflow)
     history.record(uow, tenant_id=tenant_id, instance_id=instance.id, kind="variables_set",
                    detail={"set": sorted(variables), "removed": sorted(remove)})
     return {"instance_id": instance.id, "variables": after}
+
+
+def _refresh_open_task_rows(uow: UnitOfWork, instance_id: int, workflow) -> None:
+    """The open human and external task rows show what their task sees after the change, not the
+    snapshot taken when they opened: a form filled from that snapshot (``task.get``, the console)
+    would otherwise put the old values back when it is completed, and a worker's next fetch would
+    work on them."""
+    tasks = {str(task.id): task for task in workflow.get_tasks()}
+    open_rows = uow.execute(select(Task.spiff_task_id).where(Task.instance_id == instance_id,
+                                                             Task.status == "in_progress")).scalars().all()
+    for spiff_id in open_rows:
+        if spiff_id in tasks:
+            uow.execute(update(Task).where(Task.instance_id == instance_id, Task.spiff_task_id == spiff_id)
+                        .values(variables=dict(tasks[spiff_id].data)))
+    for waiting in waiting_external_tasks(workflow):
+        uow.execute(update(ExternalTaskRow).where(ExternalTaskRow.instance_id == instance_id,
+                                                  ExternalTaskRow.spiff_task_id == waiting["spiff_task_id"],
+                                                  ExternalTaskRow.status == "open")
+                    .values(variables=waiting["variables"]))
 
 
 def skip(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, element_id: str,

@@ -68,12 +68,28 @@ def test_set_variables_changes_a_waiting_instance_between_two_steps_and_is_recor
     assert answer == {"instance_id": instance_id,
                       "variables": {"keep": 1, "note": "new", "customer": {"tier": "gold"}}}
     assert api.call("process.status", instance_id=instance_id)["variables"] == answer["variables"]
+    # The open task shows the repaired values (a form filled from the old ones would undo the repair).
+    [shown] = [t for t in tasks(api, instance_id) if t["task_id"] == task["task_id"]]
+    assert shown["variables"] == answer["variables"]
     event = last_event(api, instance_id)
     assert (event["kind"], event["detail"], event["actor"]) == (
         "variables_set", {"set": ["customer", "note"], "removed": ["draft"]}, {"type": "api_key", "name": name})
     api.call("task.complete", task_id=task["task_id"], result={})
     done = api.wait_for(instance_id)
     assert done["status"] == "completed" and done["variables"] == answer["variables"]
+
+
+def test_set_variables_reaches_the_next_fetch_of_a_waiting_external_task(api, unique_code):
+    from tests.integration.test_bpmn_runtime import waiting
+    from tests.integration.test_external_tasks import ORDER, fetch_one
+
+    api.deploy(ORDER.replace("TOPIC", unique_code), code=unique_code)
+    instance_id = start(api, unique_code, order_id=7, address="old street")
+    waiting(api, instance_id, "invoice")
+    api.call("process.set_variables", instance_id=instance_id, variables={"address": "new street"})
+    task = fetch_one(api, unique_code)
+    assert task["variables"] == {"order_id": 7, "address": "new street"}
+    assert api.call("external.list", instance_id=instance_id)["items"][0]["variables"] == task["variables"]
 
 
 def test_set_variables_on_a_failed_instance_keeps_it_failed_until_its_retry(api, unique_code):
