@@ -7,7 +7,8 @@ claims exactly one changes the row and the other finds it held: a ``conflict``. 
 what it does not hold (``invalid_params`` naming the key's missing ``user``). Handing over to
 someone else (``*.assign``) needs the permission of that name. A task's inbox rows
 (``task_audience``) are rewritten with its holder, and its instance's history records who took it
-(``task_claimed``) or gave it (``task_assigned``, ``task.unclaim`` too: to nobody).
+(``task_claimed``) or gave it (``task_assigned``, ``task.unclaim`` too: to nobody); a conversation's,
+the instance it belongs to (``conversation_claimed``, ``conversation_assigned``).
 """
 from __future__ import annotations
 
@@ -118,6 +119,7 @@ def claim_conversation(uow: UnitOfWork, principal, binding_id: int) -> dict[str,
     if not won:
         _refuse_conversation(conversation, f"Conversation {binding_id} is held by '{conversation.assignee}'; ask "
                                            f"them, or someone with '{CONVERSATION_ASSIGN}', to hand it over.")
+    _record_conversation(uow, conversation, "conversation_claimed")
     return _conversation_answer(conversation)
 
 
@@ -128,7 +130,14 @@ def assign_conversation(uow: UnitOfWork, principal, binding_id: int, user: str |
     conversation = _conversation(uow, principal.tenant_id, binding_id)
     if not changed:
         _refuse_conversation(conversation, "")
+    _record_conversation(uow, conversation, "conversation_assigned")
     return _conversation_answer(conversation)
+
+
+def _record_conversation(uow: UnitOfWork, conversation: Conversation, kind: str) -> None:
+    if conversation.instance_id is not None:
+        history.record(uow, tenant_id=conversation.tenant_id, instance_id=conversation.instance_id, kind=kind,
+                       detail={"binding_id": conversation.id, "assignee": conversation.assignee})
 
 
 def _conversation(uow: UnitOfWork, tenant_id: int, binding_id: int) -> Conversation:

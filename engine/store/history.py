@@ -20,7 +20,8 @@ from engine.store.driver import Statement
 from engine.store.unit_of_work import Actor, UnitOfWork
 
 KINDS = ("started", "failed", "retried", "cancelled", "variables_set", "task_completed", "task_claimed",
-         "task_assigned", "skipped", "rewound", "migrated", "message_received", "signal_received", "completed")
+         "task_assigned", "conversation_claimed", "conversation_assigned", "skipped", "rewound", "migrated",
+         "message_received", "signal_received", "completed")
 
 
 class HistoryEvent(Base):

@@ -93,3 +93,19 @@ def test_an_xss_probe_in_chat_text_variables_and_element_names_stays_text(
     shots(page, "xss-probe-as-text")
     assert page.locator("img[src='x']").count() == 0
     console.assert_clean()  # no CSP violation (nothing tried to run) and window.__xss unset
+
+
+def test_a_conversations_hand_overs_show_in_its_instances_timeline(console, console_server, tenant_key, api, receiver,
+                                                                    shots):
+    first, _customer_says = open_chat(console_server, api, receiver, "Answer the customer", "Is anyone there?")
+    api.call("conversation.assign", binding_id=first["binding_id"], user="fay")
+    api.call("conversation.assign", binding_id=first["binding_id"], user=None)
+    console.sign_in(tenant_key).go(f"#/instances/{first['instance_id']}")
+    page = console.page
+    page.locator(".timeline li[data-kind='conversation_assigned']").nth(1).wait_for()
+    assigned = page.locator(".timeline li[data-kind='conversation_assigned']").all_inner_texts()
+    assert any(f"conversation #{first['binding_id']} to fay" in text for text in assigned), assigned
+    assert any(f"conversation #{first['binding_id']} to nobody" in text for text in assigned), assigned
+    page.locator("section[aria-label='History']").scroll_into_view_if_needed()
+    shots(page, "instance-history-conversation")
+    console.assert_clean()

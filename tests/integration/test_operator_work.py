@@ -333,3 +333,15 @@ def test_conversation_assign_hands_over_with_its_permission(server, api, convers
     with pytest.raises(RpcError) as caught:
         operator(server, api, permissions=CHAT_WORKER).call("conversation.claim", binding_id=conversation)
     assert caught.value.reason == "invalid_params" and caught.value.data["key"] == "no_user"
+    worker.call("conversation.claim", binding_id=conversation)
+
+    # The instance's history records each hand-over and claim with who did it; refused calls nothing.
+    instance_id = next(c["instance_id"] for c in api.call("conversation.list", per_page=100)["items"]
+                       if c["binding_id"] == conversation)
+    events = [e for e in api.call("process.history", instance_id=instance_id, per_page=100)["items"]
+              if e["kind"].startswith("conversation_")]
+    assert [(e["kind"], e["detail"]) for e in events] == [
+        ("conversation_assigned", {"binding_id": conversation, "assignee": "fay"}),
+        ("conversation_assigned", {"binding_id": conversation, "assignee": None}),
+        ("conversation_claimed", {"binding_id": conversation, "assignee": worker.call("auth.whoami")["user"]})]
+    assert events[-1]["actor"]["name"] == worker.call("auth.whoami")["name"]

@@ -186,7 +186,8 @@ function renderHistory(history, status, path, diagram) {
 const KIND_LABELS = {
   started: 'Started', failed: 'Incident: failed', retried: 'Retried', cancelled: 'Cancelled',
   variables_set: 'Variables set', task_completed: 'Task completed', task_claimed: 'Task claimed',
-  task_assigned: 'Task assigned', skipped: 'Skipped', rewound: 'Rewound', migrated: 'Migrated',
+  task_assigned: 'Task assigned', conversation_claimed: 'Conversation claimed', conversation_assigned: 'Conversation assigned',
+  skipped: 'Skipped', rewound: 'Rewound', migrated: 'Migrated',
   message_received: 'Message received', signal_received: 'Signal received', completed: 'Completed',
 };
 const REPAIR_KINDS = new Set(['retried', 'variables_set', 'skipped', 'rewound', 'migrated', 'cancelled']);
@@ -216,6 +217,11 @@ function eventDetail(event, name) {
         : (d.external_task_id ? `external task #${d.external_task_id}` : null);
       const who = event.kind === 'task_completed' ? null : (d.assignee ? ` to ${d.assignee}` : ' to nobody (back to its candidates)');
       return [task, event.kind === 'task_claimed' ? ` by ${d.assignee}` : who];
+    }
+    case 'conversation_claimed': case 'conversation_assigned': {
+      const chat = can('conversation.messages') ? h('a', { href: `#/conversations/${d.binding_id}` }, `conversation #${d.binding_id}`) : `conversation #${d.binding_id}`;
+      if (event.kind === 'conversation_claimed') return [chat, ` by ${d.assignee}`];
+      return [chat, d.assignee ? ` to ${d.assignee}` : ' to nobody'];
     }
     case 'message_received':
       if (d.binding_id) {
