@@ -23,11 +23,11 @@ def operator_key(api, user, groups=(), permissions=("task.*", "process.status", 
     return api.call("apikey.create", **params)["api_key"]
 
 
-def open_tasks(api, instance_id, timeout=15.0):
+def open_tasks(api, instance_id, timeout=15.0, count=1):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         items = api.call("task.list", instance_id=instance_id, status="in_progress")["items"]
-        if items:
+        if len(items) >= count:
             return items
         time.sleep(0.05)
     raise AssertionError(f"no open task for instance {instance_id}")
@@ -91,6 +91,38 @@ def test_an_admin_hands_a_task_over(console, api, tenant_key):
     page.get_by_text("The task is with bea now.").wait_for()
     page.locator("dl.facts", has_text="bea").wait_for()
     assert api.call("task.list", task_id=task["task_id"])["items"][0]["assignee"] == "bea"
+    console.assert_clean()
+
+
+def test_a_task_escalates_and_ends_with_a_bpmn_error_from_its_page(console, api, tenant_key, shots):
+    code = f"invoice_{uuid.uuid4().hex[:6]}"
+    api.deploy(bpmn_file("console_invoice.bpmn"), code=code)
+    instance_id = api.call("process.start", definition_id=code, variables={})["instance_id"]
+    [task] = open_tasks(api, instance_id)
+    console.sign_in(tenant_key).go(f"#/tasks/{task['task_id']}")
+    page = console.page
+
+    # Escalated beside the task (non-interrupting): the check opens, the task stays open.
+    page.get_by_role("button", name="Escalate…").click()
+    page.get_by_label("Escalation code").fill("invoice-escalate")
+    page.get_by_role("button", name="Escalate", exact=True).click()
+    page.get_by_text("Escalation 'invoice-escalate' raised at “Pay the invoice”.").wait_for()
+    assert sorted(t["element_id"] for t in open_tasks(api, instance_id, count=2)) == ["check", "pay"]
+
+    # A code no boundary catches is refused in the dialog, and nothing changes.
+    page.get_by_role("button", name="Report a BPMN error…").click()
+    page.get_by_label("Error code").fill("typo")
+    page.get_by_role("button", name="End with this error").click()
+    page.locator(".dialog-problem", has_text="has no error boundary event that catches 'typo'").wait_for()
+    shots(page, "task-bpmn-error-refused")
+    page.get_by_label("Error code").fill("invoice-error")
+    page.get_by_label("Message").fill("the scan is blank")
+    page.get_by_role("button", name="End with this error").click()
+    page.get_by_text("Task “Pay the invoice” ended with the error 'invoice-error'.").wait_for()
+    ended = api.call("task.list", task_id=task["task_id"])["items"][0]
+    assert ended["status"] == "cancelled" and ended["result"] == {"bpmn_error": "invoice-error",
+                                                                  "message": "the scan is blank"}
+    assert sorted(t["element_id"] for t in open_tasks(api, instance_id, count=2)) == ["ask", "check"]
     console.assert_clean()
 
 

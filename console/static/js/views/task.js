@@ -1,5 +1,5 @@
 // One task: who holds it and when it is due (claim, release, hand over), its form (a Camunda Form
-// drawn by form-js, or its form fields and buttons), the variables it opened with.
+// drawn by form-js, or its form fields and buttons), a BPMN error or escalation instead, its variables.
 import { call } from '../rpc.js';
 import { h, replace, when } from '../dom.js';
 import { can, current } from '../session.js';
@@ -45,9 +45,42 @@ export async function render(main, [id]) {
     form = taskForm(task, complete);
   }
   replace(main, head, holderPanel(task, me), h('div', { class: 'task-layout' },
-    h('section', { class: 'panel' }, h('h2', {}, 'Form'), form),
-    h('section', { class: 'panel' }, h('h2', {}, 'Variables when it opened'), variablesTree(task.variables))));
+    h('section', { class: 'panel' }, h('h2', {}, 'Form'), form, heldByOther ? null : boundaryActions(task, title)),
+    h('section', { class: 'panel' }, h('h2', {}, 'Variables of the task'), variablesTree(task.variables))));
   return destroy;
+}
+
+// Instead of completing: end the task with a BPMN error, or raise an escalation beside it, for the
+// error and escalation boundary events of its diagram (task.bpmn_error, task.bpmn_escalation). A code
+// that no boundary catches is refused by the server, which says so in the dialog.
+function boundaryActions(task, title) {
+  const actions = [];
+  if (can('task.bpmn_error')) actions.push(h('button', { type: 'button', class: 'secondary', onclick: () => reportError(task, title) }, 'Report a BPMN error…'));
+  if (can('task.bpmn_escalation')) actions.push(h('button', { type: 'button', class: 'secondary', onclick: () => escalate(task, title) }, 'Escalate…'));
+  return actions.length ? h('div', { class: 'holder', 'aria-label': 'Instead of completing' }, actions) : null;
+}
+
+async function reportError(task, title) {
+  const code = h('input', { type: 'text', maxlength: 255, autocomplete: 'off', required: true });
+  const message = h('textarea', { rows: 3, maxlength: 2000 });
+  const done = await dialog(`End “${title}” with a BPMN error`, h('div', {},
+    field('Error code', code, 'The errorCode of an error boundary event on this task; its path goes on instead of the task.'),
+    field('Message', message, 'Optional; the boundary\'s path gets it as the variable errorMessage.')),
+  { submit: 'End with this error', danger: true, onSubmit: () => call('task.bpmn_error', { task_id: task.task_id, error_code: code.value.trim(),
+    ...(message.value.trim() ? { message: message.value.trim() } : {}) }) });
+  if (!done) return;
+  announce(`Task “${title}” ended with the error '${code.value.trim()}'.`);
+  location.hash = '#/tasks';
+}
+
+async function escalate(task, title) {
+  const code = h('input', { type: 'text', maxlength: 255, autocomplete: 'off', required: true });
+  const done = await dialog(`Escalate “${title}”`, h('div', {},
+    field('Escalation code', code, 'The escalationCode of an escalation boundary event on this task. A non-interrupting one keeps the task open.')),
+  { submit: 'Escalate', onSubmit: () => call('task.bpmn_escalation', { task_id: task.task_id, escalation_code: code.value.trim() }) });
+  if (!done) return;
+  announce(`Escalation '${code.value.trim()}' raised at “${title}”.`);
+  reloadView();
 }
 
 function holderPanel(task, me) {
