@@ -34,15 +34,18 @@ def test_intervals_are_one_over_the_rates_and_groups_have_their_own():
     assert Limits().intervals("42") == (0.0, 0.0)
 
 
-def test_slots_are_spaced_by_the_bot_and_by_the_chat(ctx, uow, pacing, bot):
+def test_slots_are_spaced_by_the_bot_and_by_the_chat(ctx, uow, bot):
+    # Intervals longer than Telegram's (0.5 s per bot, 5 s per chat): a slot is the latest of now and
+    # its keys, so with 1/30 s a busy machine's pause between two reserves made the second "now".
+    pacing = Pacing({"telegram": Limits(per_bot=2.0, per_chat=0.2)}, max_sleep_s=0.5)
     first = pacing.reserve(uow, "telegram", bot, "1")
     other_chat = pacing.reserve(uow, "telegram", bot, "2")
     same_chat = pacing.reserve(uow, "telegram", bot, "1")
     uow.commit()
     assert seconds(first.at, utcnow()) < 0.5 and not first.later
-    assert seconds(other_chat.at, first.at) == pytest.approx(1 / 30, abs=1e-3)
-    assert seconds(same_chat.at, first.at) == pytest.approx(1.0, abs=1e-3)
-    assert same_chat.later                              # a second away: the job sleeps, not the thread
+    assert seconds(other_chat.at, first.at) == pytest.approx(0.5, abs=1e-3)
+    assert seconds(same_chat.at, first.at) == pytest.approx(5.0, abs=1e-3)
+    assert same_chat.later                              # seconds away: the job sleeps, not the thread
     assert pacing.reserve(uow, "viber", bot, "1") is None          # no limits for it: not paced
 
 
@@ -76,13 +79,13 @@ def test_a_slow_down_without_a_figure_waits_the_messengers_default(ctx, uow, pac
     assert seconds(slot.at, before) >= TELEGRAM.slow_down_s * 0.99
 
 
-def test_a_late_call_moves_its_chats_next_slot_after_it(ctx, uow, pacing, bot):
+def test_a_late_answer_moves_its_chats_next_slot_after_it(ctx, uow, pacing, bot):
     slot = pacing.reserve(uow, "telegram", bot, "1")
-    went_out = slot.at + timedelta(seconds=0.6)          # a crowded moment: it went 0.6 s after its slot
-    pacing.sent(uow, "telegram", bot, "1", went_out)
+    answered = slot.at + timedelta(seconds=0.6)          # a crowded moment: answered 0.6 s after its slot
+    pacing.sent(uow, "telegram", bot, "1", answered)
     following = pacing.reserve(uow, "telegram", bot, "1")
     pacing.sent(uow, "telegram", bot, "1", following.at - timedelta(seconds=5))   # never moves it back
     after = pacing.reserve(uow, "telegram", bot, "1")
     uow.commit()
-    assert seconds(following.at, went_out) == pytest.approx(1.0, abs=1e-3)
+    assert seconds(following.at, answered) == pytest.approx(1.0, abs=1e-3)
     assert seconds(after.at, following.at) == pytest.approx(1.0, abs=1e-3)
