@@ -103,6 +103,9 @@ def test_a_task_escalates_and_ends_with_a_bpmn_error_from_its_page(console, api,
     page = console.page
 
     # Escalated beside the task (non-interrupting): the check opens, the task stays open.
+    assert not page.get_by_role("button", name="Escalate…").is_visible()     # folded under the form
+    page.get_by_text("Instead of completing…").click()
+    shots(page, "task-instead-of-completing")
     page.get_by_role("button", name="Escalate…").click()
     page.get_by_label("Escalation code").fill("invoice-escalate")
     page.get_by_role("button", name="Escalate", exact=True).click()
@@ -110,6 +113,7 @@ def test_a_task_escalates_and_ends_with_a_bpmn_error_from_its_page(console, api,
     assert sorted(t["element_id"] for t in open_tasks(api, instance_id, count=2)) == ["check", "pay"]
 
     # A code no boundary catches is refused in the dialog, and nothing changes.
+    page.get_by_text("Instead of completing…").click()    # the view was drawn again after the escalation
     page.get_by_role("button", name="Report a BPMN error…").click()
     page.get_by_label("Error code").fill("typo")
     page.get_by_role("button", name="End with this error").click()

@@ -57,7 +57,11 @@ function boundaryActions(task, title) {
   const actions = [];
   if (can('task.bpmn_error')) actions.push(h('button', { type: 'button', class: 'secondary', onclick: () => reportError(task, title) }, 'Report a BPMN error…'));
   if (can('task.bpmn_escalation')) actions.push(h('button', { type: 'button', class: 'secondary', onclick: () => escalate(task, title) }, 'Escalate…'));
-  return actions.length ? h('div', { class: 'holder', 'aria-label': 'Instead of completing' }, actions) : null;
+  if (!actions.length) return null;
+  // Folded away: most tasks have no such boundary event, and completing is the page's action.
+  return h('details', { class: 'instead' }, h('summary', {}, 'Instead of completing…'),
+    h('p', { class: 'hint' }, 'For the error and escalation boundary events attached to this task in its diagram.'),
+    h('div', { class: 'holder' }, actions));
 }
 
 async function reportError(task, title) {
