@@ -79,12 +79,19 @@ def test_the_inbox_shows_my_and_my_groups_tasks_with_due_dates_and_a_claim_moves
     console.assert_clean()
 
 
+def task_page(console, api, key, xml: str, variables: dict | None = None):
+    """(page, task, instance id): ``xml`` deployed under a code of its own and started, its first open
+    task's page shown to ``key``."""
+    code = f"task_page_{uuid.uuid4().hex[:6]}"
+    api.deploy(xml, code=code)
+    instance_id = api.call("process.start", definition_id=code, variables=variables or {})["instance_id"]
+    task = open_tasks(api, instance_id)[0]
+    console.sign_in(key).go(f"#/tasks/{task['task_id']}")
+    return console.page, task, instance_id
+
+
 def test_an_admin_hands_a_task_over(console, api, tenant_key):
-    code = f"review_{uuid.uuid4().hex[:6]}"
-    api.deploy(bpmn("assigned_review.bpmn"), code=code)
-    task = open_tasks(api, api.call("process.start", definition_id=code, variables={"region": "x"})["instance_id"])[0]
-    console.sign_in(tenant_key).go(f"#/tasks/{task['task_id']}")
-    page = console.page
+    page, task, _ = task_page(console, api, tenant_key, bpmn("assigned_review.bpmn"), {"region": "x"})
     page.get_by_role("button", name="Hand over…").click()
     page.get_by_label("To the user").fill("bea")
     page.get_by_role("button", name="Hand over", exact=True).click()
@@ -95,12 +102,7 @@ def test_an_admin_hands_a_task_over(console, api, tenant_key):
 
 
 def test_a_task_escalates_and_ends_with_a_bpmn_error_from_its_page(console, api, tenant_key, shots):
-    code = f"invoice_{uuid.uuid4().hex[:6]}"
-    api.deploy(bpmn_file("console_invoice.bpmn"), code=code)
-    instance_id = api.call("process.start", definition_id=code, variables={})["instance_id"]
-    [task] = open_tasks(api, instance_id)
-    console.sign_in(tenant_key).go(f"#/tasks/{task['task_id']}")
-    page = console.page
+    page, task, instance_id = task_page(console, api, tenant_key, bpmn_file("console_invoice.bpmn"))
 
     # Escalated beside the task (non-interrupting): the check opens, the task stays open.
     assert not page.get_by_role("button", name="Escalate…").is_visible()     # folded under the form
