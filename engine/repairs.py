@@ -53,7 +53,7 @@ def set_variables(uow: UnitOfWork, specs, tenant_id: int, instance_id: int, vari
 
 def _refresh_open_task_rows(uow: UnitOfWork, instance_id: int, workflow) -> None:
     """The open human and external task rows show what their task sees after the change, not the
-    snapshot taken when they opened: a form filled from that snapshot (``task.get``, the console)
+    snapshot taken when they opened: a form filled from that snapshot (``task.list``, the console)
     would otherwise put the old values back when it is completed, and a worker's next fetch would
     work on them."""
     tasks = {str(task.id): task for task in workflow.get_tasks()}

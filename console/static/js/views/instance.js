@@ -202,6 +202,12 @@ function actorText(actor) {
 
 const names = (list) => (list || []).join(', ');
 
+// A conversation an event names: a link when the key may read its messages.
+function conversationLink(bindingId) {
+  const label = `conversation #${bindingId}`;
+  return can('conversation.messages') ? h('a', { href: `#/conversations/${bindingId}` }, label) : label;
+}
+
 function eventDetail(event, name) {
   const d = event.detail || {};
   const cancelled = (d.cancelled || []).map((c) => name(c.element_id));
@@ -218,15 +224,10 @@ function eventDetail(event, name) {
       const who = event.kind === 'task_completed' ? null : (d.assignee ? ` to ${d.assignee}` : ' to nobody (back to its candidates)');
       return [task, event.kind === 'task_claimed' ? ` by ${d.assignee}` : who];
     }
-    case 'conversation_claimed': case 'conversation_assigned': {
-      const chat = can('conversation.messages') ? h('a', { href: `#/conversations/${d.binding_id}` }, `conversation #${d.binding_id}`) : `conversation #${d.binding_id}`;
-      if (event.kind === 'conversation_claimed') return [chat, ` by ${d.assignee}`];
-      return [chat, d.assignee ? ` to ${d.assignee}` : ' to nobody'];
-    }
+    case 'conversation_claimed': return [conversationLink(d.binding_id), ` by ${d.assignee}`];
+    case 'conversation_assigned': return [conversationLink(d.binding_id), d.assignee ? ` to ${d.assignee}` : ' to nobody'];
     case 'message_received':
-      if (d.binding_id) {
-        return ['a chat message (', can('conversation.messages') ? h('a', { href: `#/conversations/${d.binding_id}` }, `conversation #${d.binding_id}`) : `conversation #${d.binding_id}`, ')'];
-      }
+      if (d.binding_id) return ['a chat message (', conversationLink(d.binding_id), ')'];
       return [`'${d.message}'`, d.from_instance ? ` from instance #${d.from_instance}` : null];
     case 'signal_received': return [`'${d.signal}'`, d.from_instance ? ` from instance #${d.from_instance}` : null];
     case 'migrated': return `version ${d.from_version} → ${d.to_version}`;
