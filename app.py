@@ -41,7 +41,8 @@ class Settings:
     database_url: str = f"sqlite:///{INSTANCE / 'baton.db'}"  # DATABASE_URL
     public_url: str = "http://127.0.0.1:5000"                       # BATON_PUBLIC_URL
     workers: int | None = None                                      # BATON_WORKERS (unset: see worker_threads)
-    worker_processes: int | None = None                             # BATON_WORKER_PROCESSES (unset: by cores)
+    worker_processes: int | None = None                             # BATON_WORKER_PROCESSES (unset: see serve_processes)
+    serve_processes: int | None = None                              # BATON_SERVE_PROCESSES (unset: by cores)
     call_threads: int = 8                                           # BATON_CALL_THREADS (outbound calls)
     db_pool_size: int = 20                                          # BATON_DB_POOL_SIZE (connections a process keeps)
     allow_private_urls: bool = False                                # BATON_ALLOW_PRIVATE_URLS
@@ -83,6 +84,18 @@ class Settings:
         ``BATON_WORKER_PROCESSES=0``, gunicorn): ``BATON_WORKERS``, unset 2 (one computes while
         the other waits on the database or the sandbox)."""
         return self.workers if self.workers is not None else 2
+
+    @property
+    def serving_processes(self) -> int:
+        """Processes of ``serve`` that each serve HTTP (granian) and run their own engine threads:
+        ``BATON_SERVE_PROCESSES``, unset one per core from two cores on; 0 when
+        ``BATON_WORKER_PROCESSES`` is set (that chooses the one-process server, waitress, with
+        worker threads or supervised worker processes) or on one core."""
+        if self.worker_processes is not None:
+            return 0
+        if self.serve_processes is not None:
+            return self.serve_processes
+        return default_count(os.cpu_count() or 1)
 
     @property
     def child_threads(self) -> int:
@@ -359,6 +372,8 @@ def create_app(config: dict | None = None) -> Flask:
         raise ValueError("BATON_AUDIT_RETENTION_DAYS must be 0 (keep the audit log) or more.")
     if settings.db_pool_size < 1:
         raise ValueError("BATON_DB_POOL_SIZE must be at least 1.")
+    if settings.serve_processes is not None and settings.serve_processes < 0:
+        raise ValueError("BATON_SERVE_PROCESSES must be 0 (one process, waitress) or more.")
     if settings.script_hosts < 1 or settings.script_host_runs < 1:
         raise ValueError("BATON_SCRIPT_HOSTS and BATON_SCRIPT_HOST_RUNS must be at least 1.")
     if settings.script_namespace not in ("auto", "on", "off"):
@@ -511,6 +526,20 @@ def _is_flask_run_serving() -> bool:
         return False
     reloading = context.params.get("reload") or context.find_root().params.get("debug")
     return not reloading or os.environ.get("WERKZEUG_RUN_MAIN") == "true"
+
+
+def create_serving_app() -> Flask:
+    """The app of each process of the default ``serve`` (``BATON_SERVE_PROCESSES``), run by granian
+    in a process of its own: it serves HTTP and runs ``BATON_WORKERS`` engine threads (unset 1),
+    stopped gracefully when the process ends (``channels.http_server``)."""
+    from channels import http_server
+
+    http_server.follow_parent()
+    app = create_app()
+    baton = app.extensions["baton"]
+    baton.start_workers(baton.settings.child_threads)
+    http_server.at_process_end(baton.stop)
+    return app
 
 
 def create_server_app() -> Flask:

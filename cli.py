@@ -159,16 +159,31 @@ def register(app: Flask) -> None:
     @app.cli.command("serve")
     @click.option("--host", default="127.0.0.1", show_default=True)
     @click.option("--port", default=5000, show_default=True, type=int)
-    @click.option("--threads", default=8, show_default=True, help="HTTP threads.")
+    @click.option("--threads", default=4, show_default=True, help="HTTP threads (of each serving process).")
     def serve(host, port, threads):
-        """Serve HTTP with waitress, with the background workers in this process, until SIGTERM or
-        Ctrl-C: then stop listening and stop the workers gracefully (``Baton.stop``); exit 0."""
+        """Serve HTTP until SIGTERM or Ctrl-C, then stop the workers gracefully (``Baton.stop``); exit 0.
+
+        On two cores or more (``BATON_SERVE_PROCESSES``, unset: one per core) granian's processes
+        each serve HTTP and run their own workers (``channels/http_server.py``); with
+        ``BATON_WORKER_PROCESSES`` set, ``BATON_SERVE_PROCESSES=0`` or one core, waitress serves
+        from this process, with worker threads here or supervised worker processes."""
         from waitress import create_server
 
         from channels.http_server import JsonErrorChannel
+        from engine.store.db import db
 
         ensure_default_tenant(app)
         baton = app.extensions["baton"]
+        settings = baton.settings
+        if settings.serving_processes > 0:
+            from app import create_serving_app
+            from channels.http_server import serve_processes
+
+            db.engine.dispose()  # the serving processes open their own connections
+            click.echo(f"Baton listening on http://{host}:{port} ({settings.serving_processes} processes)", err=True)
+            serve_processes(create_serving_app, host=host, port=port, processes=settings.serving_processes,
+                            threads=threads, log_level=settings.log_level)
+            return
         baton.start_workers(embedded=True)
         # waitress warns "Task queue depth is N" for each request that finds every HTTP thread
         # busy: a line per request under any burst, written by its one I/O thread.

@@ -9,12 +9,14 @@ each round, from ``--concurrency`` threads with one keep-alive ``http.client`` c
 - ``waitress``: waitress with the same thread count as ``flask serve``, serving a WSGI callable
   that reads the body and answers ``202 {}`` (``bare_app`` below): what any Python WSGI service
   on waitress pays per request;
-- ``baton``: ``flask --app app serve`` accepting webhook starts of ``tests/bpmn/webhook_order.bpmn``
-  on SQLite, with no engine (``BATON_WORKERS=0``, ``BATON_WORKER_PROCESSES=0``): the HTTP door,
-  the request layer and the accept's unit of work, nothing else.
+- ``baton``: ``flask --app app serve`` on waitress in one process (``BATON_WORKER_PROCESSES=0``),
+  accepting webhook starts of ``tests/bpmn/webhook_order.bpmn`` on SQLite, with no engine
+  (``BATON_WORKERS=0``): the HTTP door, the request layer and the accept's unit of work, nothing else;
+- ``granian``: the same app in one serving process of the default ``serve``
+  (``BATON_SERVE_PROCESSES=1``, ``BATON_WORKERS=0``), its 8 threads fed by granian.
 
-It prints each server's process CPU per request (from ``/proc``), its ratio to waitress's, and
-requests per second. The accept's own thread CPU is ``cpu_path.py``'s accept; what is left over is
+It prints each server's CPU per request (from ``/proc``, the server and its serving process), its
+ratio to waitress's, and requests per second. The accept's own thread CPU is ``cpu_path.py``'s accept; what is left over is
 what serving costs around it. Results: ``bench/results/http-accept-latest.json``.
 """
 from __future__ import annotations
@@ -36,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import process_cpu_s, run_header  # noqa: E402
+from bench.common import run_header, tree_cpu_s  # noqa: E402
 from tests.harness import BatonServer, bpmn, free_port  # noqa: E402
 
 BODY = b'{"amount": 60}'
@@ -77,10 +79,10 @@ def post_all(port: int, path: str, count: int, clients: int) -> float:
 
 def measure(pid: int, port: int, path: str, count: int, clients: int) -> dict:
     post_all(port, path, max(clients, count // 10), clients)  # warm: connections, caches, pools
-    before = process_cpu_s(pid)
+    before = tree_cpu_s(pid)
     seconds = post_all(port, path, count, clients)
     done = count // clients * clients
-    return {"cpu_ms_per_request": (process_cpu_s(pid) - before) / done * 1000, "requests_per_s": done / seconds}
+    return {"cpu_ms_per_request": (tree_cpu_s(pid) - before) / done * 1000, "requests_per_s": done / seconds}
 
 
 def waitress_round(count: int, clients: int) -> dict:
@@ -103,10 +105,11 @@ def waitress_round(count: int, clients: int) -> dict:
         server.wait()
 
 
-def baton_round(count: int, clients: int) -> dict:
+def baton_round(count: int, clients: int, serving_processes: bool = False) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="baton-http-accept-"))
-    server = BatonServer(f"sqlite:///{workdir / 'bench.db'}", workdir, BATON_WORKERS="0",
-                         BATON_WORKER_PROCESSES="0").start()
+    topology = dict(BATON_WORKER_PROCESSES="", BATON_SERVE_PROCESSES="1") if serving_processes \
+        else dict(BATON_WORKER_PROCESSES="0")
+    server = BatonServer(f"sqlite:///{workdir / 'bench.db'}", workdir, BATON_WORKERS="0", **topology).start()
     try:
         api = server.api(server.create_tenant("bench"))
         url = api.deploy(bpmn("webhook_order.bpmn"), code="order")["webhooks"][0]["url"]
@@ -124,15 +127,22 @@ def main() -> int:
     load_before = os.getloadavg()
     rounds = []
     for number in range(1, args.rounds + 1):
-        bare, baton = waitress_round(args.count, args.concurrency), baton_round(args.count, args.concurrency)
-        rounds.append({"waitress": bare, "baton": baton})
-        print(f"round {number}: waitress {bare['cpu_ms_per_request']:.3f} ms ({bare['requests_per_s']:.0f}/s), "
-              f"baton {baton['cpu_ms_per_request']:.3f} ms ({baton['requests_per_s']:.0f}/s): "
-              f"{baton['cpu_ms_per_request'] / bare['cpu_ms_per_request']:.2f} x", flush=True)
-    median = {name: statistics.median(r[name]["cpu_ms_per_request"] for r in rounds) for name in ("waitress", "baton")}
-    ratio = statistics.median(r["baton"]["cpu_ms_per_request"] / r["waitress"]["cpu_ms_per_request"] for r in rounds)
-    print(f"median server CPU per request: waitress {median['waitress']:.3f} ms, baton {median['baton']:.3f} ms "
-          f"({ratio:.2f} x); {args.count} requests, {args.concurrency} clients, {args.rounds} rounds")
+        bare = waitress_round(args.count, args.concurrency)
+        baton = baton_round(args.count, args.concurrency)
+        granian = baton_round(args.count, args.concurrency, serving_processes=True)
+        rounds.append({"waitress": bare, "baton": baton, "granian": granian})
+        print(f"round {number}: waitress bare {bare['cpu_ms_per_request']:.3f} ms ({bare['requests_per_s']:.0f}/s), "
+              f"baton on waitress {baton['cpu_ms_per_request']:.3f} ms ({baton['requests_per_s']:.0f}/s, "
+              f"{baton['cpu_ms_per_request'] / bare['cpu_ms_per_request']:.2f} x), "
+              f"baton on granian {granian['cpu_ms_per_request']:.3f} ms ({granian['requests_per_s']:.0f}/s, "
+              f"{granian['cpu_ms_per_request'] / bare['cpu_ms_per_request']:.2f} x)", flush=True)
+    names = ("waitress", "baton", "granian")
+    median = {name: statistics.median(r[name]["cpu_ms_per_request"] for r in rounds) for name in names}
+    ratio = {name: statistics.median(r[name]["cpu_ms_per_request"] / r["waitress"]["cpu_ms_per_request"]
+                                     for r in rounds) for name in ("baton", "granian")}
+    print(f"median server CPU per request: waitress bare {median['waitress']:.3f} ms, baton on waitress "
+          f"{median['baton']:.3f} ms ({ratio['baton']:.2f} x), baton on granian {median['granian']:.3f} ms "
+          f"({ratio['granian']:.2f} x); {args.count} requests, {args.concurrency} clients, {args.rounds} rounds")
     results = ROOT / "bench" / "results" / "http-accept-latest.json"
     results.write_text(json.dumps({**run_header(load_before), "options": vars(args), "rounds": rounds,
                                    "median_cpu_ms_per_request": median, "median_ratio": ratio}, indent=1) + "\n")

@@ -13,12 +13,15 @@ it measures
        cut to the few the benchmark scripts call, never the full set): new workflow + start data +
        do_engine_steps + serialize_json, one instance after another (the baseline);
   (a') the same with Baton's SandboxScriptEngine (the sandbox's cost);
-  (b)  end to end on SQLite: `flask --app app serve` as `make run` starts it (no setting: worker
-       processes picked by the cores, engine.jobs.processes.default_count); webhook starts over
-       HTTP from concurrent clients until every instance is `completed` in the database;
-  (b') the same with BATON_WORKER_PROCESSES=2 (--worker-processes); (b") with 0, workers as
-       threads in the server (the backend sqlite-threads, not run by default);
-  (c)  end to end on PostgreSQL: the server with BATON_WORKERS=0 and two `flask worker` processes.
+  (b)  end to end on SQLite: `flask --app app serve` as `make run` starts it (no setting: serving
+       processes picked by the cores, each serving HTTP with granian and running one engine
+       thread); webhook starts over HTTP from concurrent clients until every instance is
+       `completed` in the database;
+  (b') the server on waitress with BATON_WORKER_PROCESSES=2 (--worker-processes) supervised
+       worker processes; (b") with 0, workers as threads in the server (the backend
+       sqlite-threads, not run by default);
+  (c)  end to end on PostgreSQL: the serving processes with BATON_WORKERS=0 (web only) and two
+       `flask worker` processes.
 
 End-to-end instances/s = instances / (first request sent -> last instance completed, from the
 rows' completed_at). The CPU ratio of a backend is Baton's CPU per instance end to end (server,
@@ -415,9 +418,9 @@ def measure_end_to_end(backend: str, args, workdir: Path, log=print,
                          if env["BATON_WORKER_PROCESSES"] not in ("", "0") else
                          f"server with in-process workers (BATON_WORKERS={env.get('BATON_WORKERS', 'unset: 2')})"
                          if env["BATON_WORKER_PROCESSES"] == "0" else
-                         f"the default `serve` (BATON_WORKER_PROCESSES unset: {_default_processes()} worker "
-                         f"processes on {os.cpu_count()} cores, BATON_WORKERS={env.get('BATON_WORKERS', 'unset: 1')} engine "
-                         "threads each)"),
+                         f"the default `serve` ({_default_processes()} serving processes on {os.cpu_count()} cores, "
+                         f"each serving HTTP with granian and running BATON_WORKERS="
+                         f"{env.get('BATON_WORKERS', 'unset: 1')} engine threads)"),
             "requested": count, "accepted": accepted, "completed": completed,
             "statuses": done["counts"], "http_errors": len(load.errors),
             "first_errors": load.errors[:3],

@@ -9,14 +9,22 @@ follows the database (docs/operations.md, "Rate limits"):
 - PostgreSQL (any number of web processes): one row per bucket in the UNLOGGED table
   ``rate_limit_windows``, one ``INSERT … ON CONFLICT DO UPDATE … RETURNING`` per request in
   autocommit (a connection per serving thread), so every process counts against the same limit.
-- SQLite (one serving process by design): a dictionary in the process. A write per request there
-  would take the database's write lock on every read.
+- SQLite: a small table of buckets in a file beside the database (``<database>-limits``, mapped
+  into memory, ``FileWindows``) that every process serving that database counts into under a file
+  lock: the default ``serve`` has one serving process per core. A write per request to the
+  database itself would take its write lock on every read. An in-memory database counts in a
+  dictionary of the process (``MemoryWindows``).
 """
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import logging
 import math
+import mmap
+import os
 import re
+import struct
 import threading
 import time
 import weakref
@@ -50,6 +58,73 @@ class MemoryWindows:
             hits = self._hits.get(bucket, 0) + 1
             self._hits[bucket] = hits
             return hits
+
+
+class FileWindows:
+    """Hits per bucket in the current window, shared by the processes that open the same file
+    (SQLite's serving processes): ``SLOTS`` slots of (bucket hash, window end, hits) in a mapped
+    file, each hit read and written under an exclusive ``flock`` (and a lock for this process's
+    threads, which share the descriptor). A bucket's slot is found by open addressing from its
+    hash; a slot of a past window is free again. With every slot of a probe run taken by this
+    window's buckets (more than ``SLOTS`` callers in one second), the hit counts in this process
+    alone (``MemoryWindows``), and a warning says so once."""
+
+    SLOTS = 4096
+    PROBES = 32
+    _SLOT = struct.Struct("<QqQ")  # bucket hash (0: never used), window end, hits
+
+    def __init__(self, path: str):
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        size = self.SLOTS * self._SLOT.size
+        if os.fstat(self._fd).st_size < size:
+            os.ftruncate(self._fd, size)  # zeros: every slot unused
+        self._map = mmap.mmap(self._fd, size)
+        self._lock = threading.Lock()
+        self._overflow = MemoryWindows()
+        self._warned = False
+        weakref.finalize(self, _close_map, self._map, self._fd)
+
+    def hit(self, bucket: str, window_end: int) -> int:
+        key = int.from_bytes(hashlib.blake2b(bucket.encode(), digest_size=8).digest(), "little") or 1
+        slot_of, size, start = self._SLOT.unpack_from, self._SLOT.size, key % self.SLOTS
+        with self._lock:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                free = None
+                for probe in range(self.PROBES):
+                    offset = ((start + probe) % self.SLOTS) * size
+                    found, end, hits = slot_of(self._map, offset)
+                    if found == key:
+                        hits = hits + 1 if end >= window_end else 1
+                        self._SLOT.pack_into(self._map, offset, key, max(end, window_end), hits)
+                        return hits
+                    if free is None and (found == 0 or end < window_end):
+                        free = offset
+                    if found == 0:
+                        break  # never used: the bucket is not further on
+                if free is not None:
+                    self._SLOT.pack_into(self._map, free, key, window_end, 1)
+                    return 1
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        if not self._warned:
+            self._warned = True
+            log.warning("rate limits: more than %d buckets in one window; the rest count per process", self.SLOTS)
+        return self._overflow.hit(bucket, window_end)
+
+
+def _close_map(mapped: mmap.mmap, fd: int) -> None:
+    mapped.close()
+    os.close(fd)
+
+
+def windows_file(engine: Engine) -> str | None:
+    """The shared windows' file of a SQLite database in a file, else None."""
+    database = engine.url.database
+    if engine.dialect.name != "sqlite" or not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return f"{database}-limits"
 
 
 # One statement per hit. A later window starts again at 1; a process whose clock is behind counts
@@ -129,14 +204,18 @@ class RateLimits:
     """The configured limits of a process; ``check_key`` / ``check_webhook`` do nothing when off."""
 
     def __init__(self, *, per_key: float, per_webhook: float, engine: Engine | None = None):
-        shared = DatabaseWindows(engine) if (per_key or per_webhook) and engine is not None \
-            and engine.dialect.name == "postgresql" else None  # one connection per thread for both
+        shared = None  # one store for both limits: a connection per thread, or one mapped file
+        if (per_key or per_webhook) and engine is not None:
+            if engine.dialect.name == "postgresql":
+                shared = DatabaseWindows(engine)
+            elif windows_file(engine) is not None:
+                shared = FileWindows(windows_file(engine))
         self.per_key = Limit("API key", "api_key", per_key, shared or MemoryWindows()) if per_key else None
         self.per_webhook = Limit("webhook", "webhook", per_webhook, shared or MemoryWindows()) if per_webhook else None
         self._shared = shared
 
     def close(self) -> None:
-        if self._shared is not None:
+        if isinstance(self._shared, DatabaseWindows):
             self._shared.close()
 
     def check_key(self, key_id: int) -> None:

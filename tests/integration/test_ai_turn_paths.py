@@ -1,11 +1,13 @@
 """An AI turn starts two ways, and both must leave the same rows: the turn of a step that has just
 opened is handed to a call thread of the worker process that opened it, its messages taken in
 the very save transaction that opened it (``AiTurnRunner.prepare``); a turn for a later message
-is queued by the web process (which runs no workers in the default topology), claimed by a worker
-and takes its messages in a transaction of its own (``AiTurnRunner._claim``).
+is queued by a web process that runs no workers, claimed by a worker and takes its messages in a
+transaction of its own (``AiTurnRunner._claim``).
 
-The server runs as ``make run`` starts it (worker processes), the model is slow, and while each
-turn waits for the model the test reads the dialog's busy mark and the turn's job row."""
+The server runs waitress with supervised worker processes (``BATON_WORKER_PROCESSES=2``; in the
+default topology each serving process runs its own workers, so its turns are all handed over), the
+model is slow, and while each turn waits for the model the test reads the dialog's busy mark and
+the turn's job row."""
 from __future__ import annotations
 
 import uuid
@@ -26,9 +28,9 @@ AI_TIMEOUT_S = 3
 
 
 @pytest.fixture
-def default_server(backend, tmp_path_factory):
+def server_with_worker_processes(backend, tmp_path_factory):
     with server_with_model(make_database_url(backend, tmp_path_factory), tmp_path_factory.mktemp("ai-paths"),
-                           BATON_WORKER_PROCESSES="", BATON_AI_TIMEOUT_S=str(AI_TIMEOUT_S),
+                           BATON_WORKER_PROCESSES="2", BATON_AI_TIMEOUT_S=str(AI_TIMEOUT_S),
                            BATON_AI_RETRIES="0") as (server, fake, receiver):
         server.start()
         yield server, fake, receiver
@@ -54,8 +56,8 @@ def _busy_turn(database_url: str) -> dict:
     return {"dialog": dialog, "job": job, "last_in": last_in}
 
 
-def test_a_turn_prepared_in_the_save_leaves_the_rows_a_claimed_turn_leaves(default_server):
-    server, fake, receiver = default_server
+def test_a_turn_prepared_in_the_save_leaves_the_rows_a_claimed_turn_leaves(server_with_worker_processes):
+    server, fake, receiver = server_with_worker_processes
     api = server.api(server.create_tenant(f"paths-{uuid.uuid4().hex[:8]}"))
     channel = create_channel(api, webhook_url=receiver.url + "/chat")
     api.deploy(bpmn("chat_ai.bpmn").replace("__CHANNEL__", str(channel["config_id"]))

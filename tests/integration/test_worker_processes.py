@@ -121,25 +121,3 @@ def test_worker_processes_exit_with_the_server(tmp_path):
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
-
-def test_the_default_start_picks_worker_processes_by_the_cores(tmp_path):
-    """No BATON_WORKER_PROCESSES: ``serve`` runs one worker process per core from two cores on
-    (none on one core: threads in the server), and an instance completes."""
-    from engine.jobs.processes import default_count
-
-    cores = os.cpu_count() or 1
-    expected = default_count(cores)
-    assert expected == (cores if cores >= 2 else 0)
-    server = BatonServer(f"sqlite:///{tmp_path / 'default.db'}", tmp_path, BATON_WORKER_PROCESSES="")
-    try:
-        server.start()
-        if expected:
-            wait_for(lambda: len(worker_children(server.process.pid)) == expected, 60,
-                     f"{expected} worker processes")
-        api = server.api(server.create_tenant("default-topology"))
-        url = api.deploy(bpmn("webhook_order.bpmn"))["webhooks"][0]["url"]
-        started = requests.post(url, json={"amount": 60}, timeout=10).json()
-        assert api.wait_for(started["instance_id"])["status"] == "completed"
-        assert len(worker_children(server.process.pid)) == expected
-    finally:
-        server.stop()

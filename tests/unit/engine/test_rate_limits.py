@@ -1,18 +1,25 @@
 """Rate limits (``engine.rate_limits``): fixed windows on the clock, 429 with the seconds to wait;
-in memory for SQLite, shared through the database on PostgreSQL (two limiters stand for two web
-processes)."""
+shared by the serving processes through a mapped file beside a SQLite database, through the
+database on PostgreSQL (two limiters stand for two web processes, and a real second process for
+the file's lock)."""
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
-from sqlalchemy import select
+from sqlalchemy import create_engine, select
 
 from app import create_app
 from engine.errors import TooManyRequestsError
-from engine.rate_limits import DatabaseWindows, Limit, MemoryWindows, RateLimits
+from engine.rate_limits import DatabaseWindows, FileWindows, Limit, MemoryWindows, RateLimits
 from engine.store.db import db
 from engine.store.models import RateLimitWindow
 from tests.conftest import make_database_url
 from tests.harness import drop_postgres_database
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 class Clock:
@@ -104,15 +111,61 @@ def test_off_means_no_check_at_all():
 def test_the_store_follows_the_database(app):
     with app.app_context():
         limits = RateLimits(per_key=5, per_webhook=5, engine=db.engine)
-        expected = DatabaseWindows if db.engine.dialect.name == "postgresql" else MemoryWindows
+        expected = DatabaseWindows if db.engine.dialect.name == "postgresql" else FileWindows
         assert isinstance(limits.per_key.windows, expected)
         assert isinstance(limits.per_webhook.windows, expected)
         limits.close()
 
 
+def test_an_in_memory_sqlite_database_counts_in_the_process():
+    limits = RateLimits(per_key=5, per_webhook=0, engine=create_engine("sqlite://"))
+    assert isinstance(limits.per_key.windows, MemoryWindows)
+
+
+def test_two_processes_count_against_one_limit_in_the_file(tmp_path):
+    """The file's flock holds between processes: a real second process hits first."""
+    path = str(tmp_path / "db.sqlite-limits")
+    clock = Clock(7000.5)
+    here = Limit("webhook", "webhook", 5, FileWindows(path), clock)
+    other = subprocess.run([sys.executable, "-c", (
+        "import sys; from engine.rate_limits import FileWindows; w = FileWindows(sys.argv[1]); "
+        "print(sum(w.hit('w-shared', 7001) <= 5 for _ in range(4)))"), path],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, check=True)
+    assert other.stdout.split() == ["4"]
+    assert accepted(here, "w-shared", 5) == 1  # 4 of the 5 were taken by the other process
+    assert accepted(here, "w-other", 5) == 5
+    clock.now = 7001.0  # the next window starts again for both
+    assert accepted(here, "w-shared", 7) == 5
+    assert FileWindows(path).hit("w-shared", 7002) == 8  # another opening sees the 7 hits (refused ones count)
+
+
+def test_a_slot_of_a_past_window_is_taken_again_and_the_buckets_behind_it_are_still_found(tmp_path):
+    class Tiny(FileWindows):
+        SLOTS, PROBES = 4, 4
+
+    windows = Tiny(str(tmp_path / "tiny-limits"))
+    buckets = [f"b{index}" for index in range(4)]
+    for bucket in buckets:
+        assert windows.hit(bucket, 100) == 1
+    assert [windows.hit(bucket, 100) for bucket in buckets] == [2, 2, 2, 2]  # every slot holds one
+    assert windows.hit("b-new", 101) == 1  # a new window: it takes a slot of the past one
+    assert [windows.hit(bucket, 101) for bucket in buckets] == [1, 1, 1, 1]  # not mistaken for b-new
+    assert windows.hit("b-new", 101) == 2
+
+
+def test_more_buckets_than_slots_in_one_window_count_per_process_with_a_warning(tmp_path, caplog):
+    class Tiny(FileWindows):
+        SLOTS, PROBES = 2, 2
+
+    windows = Tiny(str(tmp_path / "full-limits"))
+    assert [windows.hit(bucket, 100) for bucket in ("a", "b", "c", "c")] == [1, 1, 1, 2]
+    assert "more than 2 buckets in one window" in caplog.text
+    assert windows.hit("a", 100) == 2  # the file's buckets still count there
+
+
 @pytest.fixture(scope="module")
 def postgres_engine(tmp_path_factory):
-    """The shared windows are PostgreSQL's (SQLite counts in its one serving process)."""
+    """The shared table of PostgreSQL."""
     url = make_database_url("postgresql", tmp_path_factory)
     application = create_app({"database_url": url, "workers": 0})
     with application.app_context():
