@@ -159,7 +159,7 @@ def register(app: Flask) -> None:
     @app.cli.command("serve")
     @click.option("--host", default="127.0.0.1", show_default=True)
     @click.option("--port", default=5000, show_default=True, type=int)
-    @click.option("--threads", default=4, show_default=True, help="HTTP threads (of each serving process).")
+    @click.option("--threads", default=8, show_default=True, help="HTTP threads (of each serving process).")
     def serve(host, port, threads):
         """Serve HTTP until SIGTERM or Ctrl-C, then stop the workers gracefully (``Baton.stop``); exit 0.
 

@@ -8,7 +8,7 @@ the process that accepted it, woken in memory. Processes are started with ``spaw
 interpreter, never a fork of a process with threads and open connections); one that dies is
 started again; when the server stops (SIGTERM, Ctrl-C) each stops its workers gracefully, and when
 the server is killed (``kill -9``) each is told by the kernel (``follow_parent``) and stops the
-same way. Measured: the server's CPU per webhook start 0.56 ms against waitress's 0.86 ms with the
+same way. Measured: the server's CPU per webhook start 0.57 ms against waitress's 0.86 ms with the
 same 8 threads (bench/README.md).
 
 **One process, waitress** (``BATON_WORKER_PROCESSES`` set, ``BATON_SERVE_PROCESSES=0``, one core).

@@ -23,7 +23,11 @@ somewhere deep:
 4. **A transaction on the DBAPI connection** (``DriverTransaction``), without SQLAlchemy's
    Connection and transaction objects, for the webhook start, the claim and an advance's plain
    save; on PostgreSQL a transaction of one write runs in autocommit: one round trip, no BEGIN or
-   COMMIT.
+   COMMIT. On SQLite they all run on one connection of the process (``_WritingConnection``), taken
+   out of the pool and used only under the write lock: SQLite drops a connection's page cache
+   whenever another connection has written, so with a pooled connection per thread nearly every
+   transaction read its pages again (~20 ``pread`` calls per instance); the server's CPU per webhook
+   start fell from 0.57-0.61 to 0.46-0.49 ms (``bench/http_accept.py``, alternated twice).
 
 The figures behind each choice are in docs/internals.md ("The write path").
 """
@@ -73,6 +77,7 @@ def configure_sqlite(engine: Engine) -> None:
     writer = threading.Lock()
     lock_file = _lock_file_of(engine)
     dbapi_error = engine.dialect.loaded_dbapi.Error
+    writing = _WritingConnection(engine)
 
     def _acquire() -> None:
         if not writer.acquire(timeout=BUSY_TIMEOUT_S):
@@ -109,7 +114,7 @@ def configure_sqlite(engine: Engine) -> None:
     # fire before them, and releasing there let the next writer meet SQLite's still-held lock.
     dialect = engine.dialect
     do_commit, do_rollback = dialect.do_commit, dialect.do_rollback
-    _write_locks[engine] = (_acquire, _release_lock)
+    _write_locks[engine] = (_acquire, _release_lock, writing)
 
     def _after(end):
         def run(dbapi_connection):
@@ -131,6 +136,40 @@ def configure_sqlite(engine: Engine) -> None:
     def _on_close(dbapi_connection, record):  # closed inside a transaction: SQLite rolled it back
         if record is not None and record.info.pop("baton_writer", False):
             _release_lock()
+
+
+class _WritingConnection:
+    """This process's one connection for ``DriverTransaction``s on SQLite (the webhook start, the
+    claim, an advance's save), used only by the thread that holds the write lock. Its page cache
+    stays warm across the process's own writes (a connection's cache is dropped whenever another
+    connection has written since its last transaction), and no pool checkout is paid per
+    transaction. Taken out of the pool on first use, with the pool's connect set-up (WAL, pragmas);
+    dropped and opened again after a transaction that failed to end."""
+
+    def __init__(self, engine: Engine):
+        self._engine = weakref.ref(engine)
+        self._connection = None
+
+    def get(self):
+        if self._connection is None:
+            fairy = self._engine().raw_connection()
+            connection = fairy.driver_connection
+            fairy.detach()  # this process's own, never handed to another caller by the pool
+            self._connection = connection
+            weakref.finalize(self, connection.close)
+        return self._connection
+
+    @property
+    def is_open(self) -> bool:
+        return self._connection is not None
+
+    def drop(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            try:
+                connection.close()
+            except Exception:  # noqa: BLE001 - a broken connection: nothing more to do with it
+                pass
 
 
 def _lock_file_of(engine: Engine):
@@ -259,26 +298,30 @@ class DriverTransaction:
         self.single_write = single_write and self.postgres
         self.wrote = False
         self._release = None
-        raw = engine.raw_connection()
-        self._raw = raw
-        try:
-            self.connection = raw.driver_connection
-            if self.postgres:
+        self._raw = self._writing = None
+        if self.postgres:
+            raw = engine.raw_connection()
+            self._raw = raw
+            try:
+                self.connection = raw.driver_connection
                 self.connection.autocommit = self.single_write
-            else:
-                locks = _write_locks.get(engine)
-                if locks is None:
-                    raise RuntimeError("a SQLite DriverTransaction needs an engine set up by configure_sqlite")
-                acquire, self._release = locks
-                acquire()
-                try:
-                    self.connection.execute("BEGIN IMMEDIATE")
-                except BaseException:
-                    self._release()
-                    raise
+            except BaseException:
+                raw.close()
+                raise
+            return
+        locks = _write_locks.get(engine)
+        if locks is None:
+            raise RuntimeError("a SQLite DriverTransaction needs an engine set up by configure_sqlite")
+        acquire, release, self._writing = locks
+        acquire()
+        try:
+            self.connection = self._writing.get()
+            self.connection.execute("BEGIN IMMEDIATE")
         except BaseException:
-            raw.close()
+            self._writing.drop()
+            release()
             raise
+        self._release = release
 
     def run(self, statement: Statement, params: dict) -> tuple[list[tuple], int]:
         if statement.writes:
@@ -299,25 +342,29 @@ class DriverTransaction:
 
     def _end(self, end) -> None:
         connection, raw = self.connection, self._raw
-        try:
+        if not self.postgres:  # the writing connection: ended under the lock, kept open
             try:
                 end()
+            except BaseException:
+                self._writing.drop()
+                raise
             finally:
-                if self._release is not None:
-                    try:
-                        if connection.in_transaction:  # a failed COMMIT or ROLLBACK: never keep the lock
-                            connection.rollback()
-                    finally:
-                        self._release()
+                try:
+                    if self._writing.is_open and connection.in_transaction:
+                        connection.rollback()  # a failed COMMIT or ROLLBACK: never keep the lock
+                finally:
+                    self._release()
+            return
+        try:
+            end()
         except BaseException:
-            if self.postgres and connection.closed:  # the connection broke: never hand it out again
+            if connection.closed:  # the connection broke: never hand it out again
                 raw.invalidate()
             raise
         finally:
-            if self.postgres:
-                try:
-                    if not connection.closed:
-                        connection.autocommit = False
-                except Exception:  # noqa: BLE001 - a connection in a state we cannot reset: drop it
-                    raw.invalidate()
+            try:
+                if not connection.closed:
+                    connection.autocommit = False
+            except Exception:  # noqa: BLE001 - a connection in a state we cannot reset: drop it
+                raw.invalidate()
             raw.close()

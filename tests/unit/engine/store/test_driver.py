@@ -85,3 +85,36 @@ def test_the_driver_connections_still_offer_what_a_driver_transaction_uses(app, 
                 assert hasattr(connection, "in_transaction") and connection.in_transaction
         finally:
             transaction.rollback()
+
+
+def test_sqlite_driver_transactions_of_a_process_share_one_writing_connection(tmp_path):
+    """The webhook start, the claim and a save run on one connection of the process, taken out of
+    the pool, each under the write lock: its pages stay cached across them. A transaction that
+    fails to end drops it (the next one opens another) and never keeps the lock."""
+    from app import create_app
+
+    app = create_app({"database_url": f"sqlite:///{tmp_path / 'writing.db'}", "workers": 0})
+    table = Tenant.__table__
+    add = Statement(insert(table).values(name=bindparam("name")))
+    with app.app_context():
+        first = DriverTransaction(db.engine)
+        connection = first.connection
+        first.run(add, {"name": "writing-a"})
+        first.commit()
+        second = DriverTransaction(db.engine)
+        assert second.connection is connection and connection.in_transaction
+        second.run(add, {"name": "writing-b"})
+
+        def failing_commit():
+            raise RuntimeError("the disk is gone")
+
+        with pytest.raises(RuntimeError):
+            second._end(failing_commit)
+        third = DriverTransaction(db.engine)  # the lock was released; a new connection
+        assert third.connection is not connection
+        names = third.run(Statement(select(table.c.name).where(table.c.name.like("writing-%"))), {})[0]
+        third.rollback()
+        assert names == [("writing-a",)]  # b was never committed
+        pooled = db.engine.pool.checkedout()
+        DriverTransaction(db.engine).rollback()
+        assert db.engine.pool.checkedout() == pooled  # never a pool connection
