@@ -1,6 +1,6 @@
 """SIGTERM with a job in flight (SQLite and PostgreSQL): the server (`flask --app app serve`, its
-workers as threads or as supervised processes) or a `flask worker` stops claiming, lets the job
-finish within BATON_SHUTDOWN_GRACE_S, releases it when it cannot, and exits 0.
+workers as threads, as supervised processes, or in its serving processes) or a `flask worker` stops
+claiming, lets the job finish within BATON_SHUTDOWN_GRACE_S, releases it when it cannot, and exits 0.
 
 The job is an HTTP task against a slow local receiver (tests/bpmn/slow_http_task.bpmn): in flight
 for exactly as long as the receiver takes to answer. Its lease is 60 s (the task's 30 s timeout +
@@ -36,6 +36,9 @@ class Topology:
             self.first = BatonWorker(database_url, tmp_path, threads=2, **env)
         elif name == "serve":
             self.first = BatonServer(database_url, tmp_path / "first", **env)
+        elif name == "serving-processes":  # the default serve: the job runs in a serving process
+            self.first = BatonServer(database_url, tmp_path / "first", BATON_WORKER_PROCESSES="",
+                                     BATON_SERVE_PROCESSES="2", **env)
         else:                  # serve with BATON_WORKER_PROCESSES=1: the job runs in its child
             self.first = BatonServer(database_url, tmp_path / "first", BATON_WORKER_PROCESSES="1", **env)
         self.first.start()
@@ -85,7 +88,7 @@ def sigterm(process, timeout: float) -> tuple[int, float]:
 
 # (A supervised child is a `flask worker`: its finishing is the `worker` case; what the supervisor
 # adds, handing down the grace and waiting for the child, is the release case below.)
-@pytest.mark.parametrize("topology_name", ["serve", "worker"])
+@pytest.mark.parametrize("topology_name", ["serve", "worker", "serving-processes"])
 def test_a_job_that_finishes_within_the_grace_period_finishes_and_the_process_exits_0(
         own_database, tmp_path, receiver, topology_name):
     dirs(tmp_path)
@@ -110,8 +113,8 @@ def test_a_job_that_finishes_within_the_grace_period_finishes_and_the_process_ex
 # Supervised worker processes are SQLite's topology (on PostgreSQL the children are the same
 # `flask worker` as the "worker" case), so that case runs on SQLite only.
 @pytest.mark.parametrize("backend, topology_name", [
-    ("sqlite", "serve"), ("sqlite", "worker"), ("sqlite", "worker-processes"),
-    ("postgresql", "serve"), ("postgresql", "worker")], indirect=["backend"])
+    ("sqlite", "serve"), ("sqlite", "worker"), ("sqlite", "worker-processes"), ("sqlite", "serving-processes"),
+    ("postgresql", "serve"), ("postgresql", "worker"), ("postgresql", "serving-processes")], indirect=["backend"])
 def test_a_job_longer_than_the_grace_period_is_released_and_another_worker_takes_it_at_once(
         own_database, tmp_path, topology_name, backend):
     dirs(tmp_path)
