@@ -82,7 +82,7 @@ def serve_processes(loader: Callable, *, host: str, port: int, processes: int, t
     except ValueError:
         level = LogLevels.warning
     server = Granian(f"{loader.__module__}:{loader.__name__}", address=host, port=port,
-                     interface=Interfaces.WSGI, workers=processes, blocking_threads=threads,
+                     interface=Interfaces.WSGI, websockets=False, workers=processes, blocking_threads=threads,
                      respawn_failed_workers=True, log_level=level,
                      # granian's lines go to Baton's handler (text or JSON lines), its access log nowhere.
                      log_dictconfig={"loggers": {"_granian": {"handlers": [], "propagate": True},
