@@ -172,6 +172,7 @@ def register(app: Flask) -> None:
         from channels.http_server import JsonErrorChannel
         from engine.store.db import db
 
+        _check_can_listen(host, port)
         ensure_default_tenant(app)
         baton = app.extensions["baton"]
         settings = baton.settings
@@ -239,6 +240,19 @@ def _audit(uow, method: str, key_id: str) -> None:
         user = "unknown"
     audit.record(uow, None, actor_type="cli", actor=user, key_id=None, method=method, target_kind="secrets",
                  target_id=key_id)
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    """One line instead of the HTTP server's traceback (or granian's panic) when the address is taken."""
+    import socket
+
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the servers bind
+            probe.bind((host, port))
+    except OSError as exc:
+        raise click.ClickException(f"Cannot listen on {host}:{port}: {exc.strerror or exc}. Is another server "
+                                   "running there? Stop it, or choose another address with --host and --port.") from None
 
 
 def _raise_system_exit(*_) -> None:

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
 
+import pytest
 import requests
 
 from tests.harness import ROOT, BatonServer, free_port
@@ -25,6 +27,23 @@ def test_tenant_create_refuses_a_duplicate_name(server):
     again = server.command("tenant", "create", "cli-twice")
     assert again.returncode != 0
     assert "already exists" in again.stderr and "Traceback" not in again.stderr
+
+
+@pytest.mark.parametrize("topology", [{"BATON_WORKER_PROCESSES": ""}, {"BATON_WORKER_PROCESSES": "0"}],
+                         ids=["serving-processes", "one-process"])
+def test_serve_on_a_taken_port_says_so_in_one_line_and_exits_1(tmp_path, topology):
+    port = free_port()
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        taken.bind(("127.0.0.1", port))
+        taken.listen()
+        result = subprocess.run([sys.executable, "-m", "flask", "--app", "app", "serve", "--port", str(port)],
+                                cwd=ROOT, capture_output=True, text=True, timeout=60,
+                                env={**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'taken.db'}",
+                                     "BATON_SECRET_KEY_FILE": str(tmp_path / "secret.key"), **topology})
+    assert result.returncode == 1
+    assert f"Error: Cannot listen on 127.0.0.1:{port}: Address already in use." in result.stderr
+    assert "Traceback" not in result.stderr and "panicked" not in result.stderr
 
 
 def test_first_start_creates_default_tenant_and_prints_its_key_once(tmp_path):
