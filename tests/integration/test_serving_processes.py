@@ -14,6 +14,8 @@ import concurrent.futures
 import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -22,7 +24,7 @@ import requests
 from sqlalchemy import create_engine, text
 
 from tests.conftest import BACKENDS
-from tests.harness import BatonServer, bpmn
+from tests.harness import ROOT, BatonServer, bpmn, free_port
 from tests.integration.test_metrics import scrape
 from tests.integration.test_rate_limits import burst
 
@@ -177,6 +179,35 @@ def test_sigterm_stops_the_serving_processes_and_the_server_exits_0(tmp_path):
         assert not any(alive(pid) for pid in children)
     finally:
         server.stop()
+
+
+def test_ctrl_c_at_a_terminal_stops_the_server_and_its_processes_once(tmp_path):
+    """Ctrl-C sends SIGINT to the terminal's whole foreground process group: the serving processes
+    are in groups of their own, so only the server gets it and stops each of them (a serving process
+    signalled twice hung)."""
+    port = free_port()
+    env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'ctrl-c.db'}", "BATON_WORKER_PROCESSES": "",
+           "BATON_SERVE_PROCESSES": "2", "BATON_SECRET_KEY_FILE": str(tmp_path / "secret.key")}
+    with open(tmp_path / "ctrl-c.log", "w") as log:
+        server = subprocess.Popen([sys.executable, "-m", "flask", "--app", "app", "serve", "--port", str(port)],
+                                  cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for(lambda: len(serving_processes(server.pid)) == 2 and _answers(port), 60, "the server to serve")
+        children = serving_processes(server.pid)
+        assert all(os.getpgid(pid) == pid != os.getpgid(server.pid) for pid in children)  # not the terminal's group
+        os.killpg(server.pid, signal.SIGINT)  # as the terminal does
+        assert server.wait(30) == 0, (tmp_path / "ctrl-c.log").read_text()[-3000:]
+        assert not any(alive(pid) for pid in children)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+
+
+def _answers(port: int) -> bool:
+    try:
+        return requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+    except requests.RequestException:
+        return False
 
 
 @pytest.fixture
