@@ -33,22 +33,13 @@ if str(ROOT) not in sys.path:
 
 from bench.common import run_header  # noqa: E402
 from tests.fakes.telegram import FakeTelegram  # noqa: E402
-from tests.harness import BatonServer, bpmn, create_postgres_database, drop_postgres_database  # noqa: E402
+from tests.harness import (BatonServer, bpmn, create_postgres_database, drop_postgres_database,  # noqa: E402
+                           eventually)
 
 RESULTS = ROOT / "bench" / "results" / "pacing-latest.json"
 PER_BOT, PER_CHAT = 30.0, 1.0      # Telegram's limits, Baton's defaults (docs/operations.md)
 TARGET_RATIO = 1.15
 BATCH = 100
-
-
-def _wait(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise RuntimeError(f"timed out waiting for {what}")
 
 
 def measure(backend: str, args, workdir: Path) -> dict:
@@ -66,9 +57,9 @@ def measure(backend: str, args, workdir: Path) -> dict:
         chats = [10**9 + n for n in range(args.chats)]
         for chat in chats:
             assert fake.deliver(token, fake.text_update(chat, "hi")).status_code == 200
-        bindings = _wait(lambda: (lambda found: found if len(found) == len(chats) else None)(
+        bindings = eventually(lambda: (lambda found: found if len(found) == len(chats) else None)(
             {int(c["chat_id"]): c["binding_id"] for c in api.call("conversation.list", per_page=100)["items"]}
-            if len(chats) <= 100 else _all_bindings(api)), 60, "the conversations")
+            if len(chats) <= 100 else _all_bindings(api)), 60, "the conversations", every_s=0.05)
         api.wait_until_idle()
         limiter = fake.enforce_limits(PER_BOT, PER_CHAT)
 
@@ -81,7 +72,7 @@ def measure(backend: str, args, workdir: Path) -> dict:
                                 for index, (chat, text) in enumerate(replies[first:first + BATCH])]).json()
             assert all("result" in answer for answer in answers), answers[:2]
         queued_s = time.time() - started
-        _wait(lambda: len(fake.sent) >= len(replies), args.replies / PER_BOT * 4 + 60, "every reply")
+        eventually(lambda: len(fake.sent) >= len(replies), args.replies / PER_BOT * 4 + 60, "every reply", every_s=0.05)
         elapsed = max(fake.sent_times) - started
         per_chat = collections.defaultdict(list)
         for sent in fake.sent:

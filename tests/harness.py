@@ -61,6 +61,40 @@ def wait_until_idle(base_url: str, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
+def eventually(condition, timeout: float, what: str, every_s: float = 0.1):
+    """``condition()``'s first true value within ``timeout`` seconds, asked every ``every_s``;
+    AssertionError naming ``what`` when it never comes."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = condition()
+        if found:
+            return found
+        time.sleep(every_s)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def alive(pid: int) -> bool:
+    """Whether a process runs (a zombie, exited but not yet reaped, does not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def child_processes(parent_pid: int, marker: bytes) -> list[int]:
+    """The running children of ``parent_pid`` whose command line holds ``marker`` (Linux /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes()
+        except (OSError, IndexError, ValueError):
+            continue
+        if int(fields[1]) == parent_pid and fields[0] != "Z" and marker in cmdline:
+            found.append(int(stat.parent.name))
+    return sorted(found)
+
+
 def bpmn(name: str) -> str:
     return (BPMN_DIR / name).read_text(encoding="utf-8")
 

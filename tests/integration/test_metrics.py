@@ -12,9 +12,9 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import BACKENDS
-from tests.harness import BatonServer, bpmn
+from tests.harness import BatonServer, alive, bpmn, eventually
 from tests.integration.test_tasks import open_task
-from tests.integration.test_worker_processes import alive, wait_for, worker_children
+from tests.integration.test_worker_processes import worker_children
 from tests.receiver import Receiver
 
 WEBHOOK_ROUTE = "/webhooks/inbound/<webhook_id>"
@@ -125,7 +125,7 @@ def test_worker_processes_count_into_the_servers_metrics(backend, own_database, 
     try:
         api = server.api(server.create_tenant("metrics"))
         hook = api.deploy(bpmn("webhook_order.bpmn"), code="counted")["webhooks"][0]["url"]
-        children = wait_for(lambda: len(worker_children(server.process.pid)) == 2 and
+        children = eventually(lambda: len(worker_children(server.process.pid)) == 2 and
                             worker_children(server.process.pid), 30, "two worker processes")
         for amount in range(3):
             assert requests.post(hook, json={"amount": amount}, timeout=10).status_code == 202
@@ -140,7 +140,7 @@ def test_worker_processes_count_into_the_servers_metrics(backend, own_database, 
         import os
         import signal
         os.kill(children[0], signal.SIGKILL)
-        wait_for(lambda: not alive(children[0]) and len(worker_children(server.process.pid)) == 2, 30,
+        eventually(lambda: not alive(children[0]) and len(worker_children(server.process.pid)) == 2, 30,
                  "a new worker process")
         assert requests.post(hook, json={"amount": 9}, timeout=10).status_code == 202
         api.wait_until_idle()

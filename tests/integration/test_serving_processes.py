@@ -17,14 +17,13 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import requests
 from sqlalchemy import create_engine, text
 
 from tests.conftest import BACKENDS
-from tests.harness import ROOT, BatonServer, bpmn, free_port
+from tests.harness import ROOT, BatonServer, alive, bpmn, child_processes, eventually, free_port
 from tests.integration.test_metrics import scrape
 from tests.integration.test_rate_limits import burst
 
@@ -35,34 +34,7 @@ KILL_AFTER = 60
 
 
 def serving_processes(server_pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if int(fields[1]) == server_pid and fields[0] != "Z" and b"multiprocessing.spawn" in cmdline \
-                and b"resource_tracker" not in cmdline:
-            found.append(int(stat.parent.name))
-    return sorted(found)
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return child_processes(server_pid, b"spawn_main")  # not multiprocessing's resource tracker
 
 
 def statuses(database_url: str) -> list[tuple[int, str]]:
@@ -129,10 +101,10 @@ def test_a_killed_serving_process_is_replaced_and_no_start_is_lost(backend, own_
             for future in [pool.submit(start, seq) for seq in range(CALLS)]:
                 future.result()
         assert killed and len(answered) == CALLS
-        replaced = wait_for(lambda: (lambda now: len(now) == 2 and killed[0] not in now and now)(
+        replaced = eventually(lambda: (lambda now: len(now) == 2 and killed[0] not in now and now)(
             serving_processes(server.process.pid)), 30, "a new serving process")
         assert children[1] in replaced  # the other one was left alone
-        wait_for(lambda: [status for _, status in statuses(own_database)] == ["completed"] * CALLS, 120,
+        eventually(lambda: [status for _, status in statuses(own_database)] == ["completed"] * CALLS, 120,
                  "every instance completed")
         assert [row_id for row_id, _ in statuses(own_database)] == sorted(answered.values())  # one each
     finally:
@@ -153,12 +125,12 @@ def test_a_killed_server_takes_its_serving_processes_along_and_the_next_one_fini
         children = serving_processes(first.process.pid)
         ids = [start_once(url, seq) for seq in range(20)]
         first.kill()  # SIGKILL: no clean-up in the server
-        wait_for(lambda: not any(alive(pid) for pid in children), 30, "the serving processes to exit")
+        eventually(lambda: not any(alive(pid) for pid in children), 30, "the serving processes to exit")
         with socket.socket() as probe:  # nothing holds the port any more
             probe.bind(("127.0.0.1", first.port))
         second = BatonServer(database, tmp_path, BATON_WORKER_PROCESSES="", BATON_SERVE_PROCESSES="2")
         second.start()
-        wait_for(lambda: statuses(database) == [(i, "completed") for i in ids], 60, "the accepted starts to complete")
+        eventually(lambda: statuses(database) == [(i, "completed") for i in ids], 60, "the accepted starts to complete")
     finally:
         first.stop()
         for pid in serving_processes(first.process.pid) if first.process else []:
@@ -192,7 +164,7 @@ def test_ctrl_c_at_a_terminal_stops_the_server_and_its_processes_once(tmp_path):
         server = subprocess.Popen([sys.executable, "-m", "flask", "--app", "app", "serve", "--port", str(port)],
                                   cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_for(lambda: len(serving_processes(server.pid)) == 2 and _answers(port), 60, "the server to serve")
+        eventually(lambda: len(serving_processes(server.pid)) == 2 and _answers(port), 60, "the server to serve")
         children = serving_processes(server.pid)
         assert all(os.getpgid(pid) == pid != os.getpgid(server.pid) for pid in children)  # not the terminal's group
         os.killpg(server.pid, signal.SIGINT)  # as the terminal does

@@ -11,48 +11,20 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import signal
-import time
-from pathlib import Path
 
 import pytest
 import requests
 from sqlalchemy import create_engine, text
 
 from tests.conftest import BACKENDS
-from tests.harness import BatonServer, bpmn
+from tests.harness import BatonServer, alive, bpmn, child_processes, eventually
 
 CALLS = 200
 KILL_AFTER = 60
 
 
 def worker_children(server_pid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-            cmdline = (stat.parent / "cmdline").read_bytes()
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == server_pid and b"--wake-from-stdin" in cmdline:
-            found.append(int(stat.parent.name))
-    return sorted(found)
-
-
-def wait_for(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def alive(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    return child_processes(server_pid, b"--wake-from-stdin")
 
 
 @pytest.mark.slow
@@ -63,7 +35,7 @@ def test_killed_worker_process_is_replaced_and_no_start_is_lost(backend, own_dat
         server.start()
         key = server.create_tenant("wp")
         url = server.api(key).deploy(bpmn("webhook_order.bpmn"), code="wp")["webhooks"][0]["url"]
-        children = wait_for(lambda: len(worker_children(server.process.pid)) == 2
+        children = eventually(lambda: len(worker_children(server.process.pid)) == 2
                             and worker_children(server.process.pid), 60, "two worker processes")
 
         answered: dict[int, int] = {}
@@ -82,7 +54,7 @@ def test_killed_worker_process_is_replaced_and_no_start_is_lost(backend, own_dat
                 future.result()
         assert killed and len(answered) == CALLS
 
-        replaced = wait_for(lambda: (lambda now: len(now) == 2 and killed[0] not in now and now)(
+        replaced = eventually(lambda: (lambda now: len(now) == 2 and killed[0] not in now and now)(
             worker_children(server.process.pid)), 30, "a new worker process")
         assert children[1] in replaced  # the other child was left alone
 
@@ -92,7 +64,7 @@ def test_killed_worker_process_is_replaced_and_no_start_is_lost(backend, own_dat
                 with engine.connect() as conn:
                     return conn.execute(text("SELECT count(*) FROM instances WHERE status = 'completed'")).scalar() \
                         == CALLS
-            wait_for(all_completed, 120, "every instance completed")
+            eventually(all_completed, 120, "every instance completed")
             with engine.connect() as conn:
                 rows = conn.execute(text("SELECT id, status FROM instances")).all()
                 jobs_left = conn.execute(text("SELECT count(*) FROM jobs WHERE kind <> 'retention'")).scalar()
@@ -111,10 +83,10 @@ def test_worker_processes_exit_with_the_server(tmp_path):
     children: list[int] = []
     try:
         server.start()
-        children = wait_for(lambda: len(worker_children(server.process.pid)) == 2
+        children = eventually(lambda: len(worker_children(server.process.pid)) == 2
                             and worker_children(server.process.pid), 60, "two worker processes")
         server.kill()  # SIGKILL: no clean-up in the server; the children see their stdin close
-        wait_for(lambda: not any(alive(pid) for pid in children), 30, "the worker processes to exit")
+        eventually(lambda: not any(alive(pid) for pid in children), 30, "the worker processes to exit")
     finally:
         server.stop()
         for pid in children:

@@ -17,29 +17,18 @@ and queues survive, nothing is lost, nothing Baton knew it sent goes twice.
 from __future__ import annotations
 
 import collections
-import time
 import uuid
 
 import pytest
 
 from tests.conftest import BACKENDS
 from tests.fakes.telegram import FakeTelegram
-from tests.harness import BatonServer, bpmn
+from tests.harness import BatonServer, bpmn, eventually
 from tests.integration.messengers.helpers import new_chat_id
 from tests.integration.test_chat_crash import all_deliveries
 
 CHATS, REPLIES = 10, 5
 SETTLE_TIMEOUT_S = 120.0
-
-
-def _wait(condition, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.slow
@@ -60,9 +49,9 @@ def test_kill_9_during_a_paced_burst_loses_and_doubles_nothing_and_keeps_order(b
         chats = [new_chat_id() for _ in range(CHATS)]
         for chat in chats:
             assert fake.deliver(token, fake.text_update(chat, "hi")).status_code == 200
-        bindings = _wait(lambda: (lambda found: found if len(found) == CHATS else None)(
+        bindings = eventually(lambda: (lambda found: found if len(found) == CHATS else None)(
             {int(c["chat_id"]): c["binding_id"] for c in api.call("conversation.list", per_page=100)["items"]}),
-            30, "the conversations")
+            30, "the conversations", every_s=0.05)
 
         # --- the burst: 50 replies queued at once, in order per chat ---------------------------------
         expected = {chat: [f"reply {n} to {chat}" for n in range(REPLIES)] for chat in chats}
@@ -73,21 +62,21 @@ def test_kill_9_during_a_paced_burst_loses_and_doubles_nothing_and_keeps_order(b
         assert all("result" in answer for answer in answers), answers[:3]
 
         # --- a third went out; hold the rest on the wire; kill once Baton recorded all it sent --------
-        _wait(lambda: len(fake.sent) >= CHATS * REPLIES // 3, 60, "a third of the burst")
+        eventually(lambda: len(fake.sent) >= CHATS * REPLIES // 3, 60, "a third of the burst", every_s=0.05)
         fake.hold()
-        _wait(lambda: fake.held >= 1, 30, "a reply on the wire")
+        eventually(lambda: fake.held >= 1, 30, "a reply on the wire", every_s=0.05)
         taken = len(fake.sent)
-        _wait(lambda: sum(d["status"] == "sent" for d in all_deliveries(api)) == taken, 30,
-              "Baton to record every reply Telegram took")
+        eventually(lambda: sum(d["status"] == "sent" for d in all_deliveries(api)) == taken, 30,
+              "Baton to record every reply Telegram took", every_s=0.05)
         server.kill()
         fake.release()
-        _wait(lambda: fake.dropped >= 1, 10, "the cut calls to be dropped")
+        eventually(lambda: fake.dropped >= 1, 10, "the cut calls to be dropped", every_s=0.05)
         assert len(fake.sent) == taken, "a call cut short by the kill was taken"
         assert taken < CHATS * REPLIES, "the burst had finished before the kill: kill earlier"
 
         # --- the restart finishes the burst ----------------------------------------------------------
         server.start()
-        _wait(lambda: len(fake.sent) >= CHATS * REPLIES, SETTLE_TIMEOUT_S, "every reply")
+        eventually(lambda: len(fake.sent) >= CHATS * REPLIES, SETTLE_TIMEOUT_S, "every reply", every_s=0.05)
         api.wait_until_idle()
         received = collections.defaultdict(list)
         for sent in fake.sent:
