@@ -180,7 +180,7 @@ def register(app: Flask) -> None:
             from app import create_serving_app
             from channels.http_server import serve_processes
 
-            db.engine.dispose()  # the serving processes open their own connections
+            db.engine.dispose()  # from here on this process only watches its serving processes
             click.echo(f"Baton listening on http://{host}:{port} ({settings.serving_processes} processes)", err=True)
             serve_processes(create_serving_app, host=host, port=port, processes=settings.serving_processes,
                             threads=threads, log_level=settings.log_level)

@@ -21,22 +21,6 @@ def process_cpu_s(pid: int) -> float:
         return 0.0
 
 
-def tree_cpu_s(pid: int) -> float:
-    """``process_cpu_s`` of a process and its live descendants (the serving processes of a server)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            children.setdefault(int(stat.read_text().rsplit(")", 1)[1].split()[1]), []).append(int(stat.parent.name))
-        except (OSError, IndexError, ValueError):
-            continue
-    total, todo = 0.0, [pid]
-    while todo:
-        one = todo.pop()
-        total += process_cpu_s(one)
-        todo.extend(children.get(one, []))
-    return total
-
-
 def percentile(values: list[float], q: float) -> float:
     """The nearest-rank percentile: the smallest value with at least q % of the values at or below it."""
     ordered = sorted(values)

@@ -38,7 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.common import run_header, tree_cpu_s  # noqa: E402
+from bench.common import run_header  # noqa: E402
+from bench.throughput import tree_cpu_seconds  # noqa: E402
 from tests.harness import BatonServer, bpmn, free_port  # noqa: E402
 
 BODY = b'{"amount": 60}'
@@ -79,10 +80,10 @@ def post_all(port: int, path: str, count: int, clients: int) -> float:
 
 def measure(pid: int, port: int, path: str, count: int, clients: int) -> dict:
     post_all(port, path, max(clients, count // 10), clients)  # warm: connections, caches, pools
-    before = tree_cpu_s(pid)
+    before = tree_cpu_seconds([pid])
     seconds = post_all(port, path, count, clients)
     done = count // clients * clients
-    return {"cpu_ms_per_request": (tree_cpu_s(pid) - before) / done * 1000, "requests_per_s": done / seconds}
+    return {"cpu_ms_per_request": (tree_cpu_seconds([pid]) - before) / done * 1000, "requests_per_s": done / seconds}
 
 
 def waitress_round(count: int, clients: int) -> dict:

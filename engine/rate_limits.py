@@ -206,10 +206,11 @@ class RateLimits:
     def __init__(self, *, per_key: float, per_webhook: float, engine: Engine | None = None):
         shared = None  # one store for both limits: a connection per thread, or one mapped file
         if (per_key or per_webhook) and engine is not None:
+            path = windows_file(engine)
             if engine.dialect.name == "postgresql":
                 shared = DatabaseWindows(engine)
-            elif windows_file(engine) is not None:
-                shared = FileWindows(windows_file(engine))
+            elif path is not None:
+                shared = FileWindows(path)
         self.per_key = Limit("API key", "api_key", per_key, shared or MemoryWindows()) if per_key else None
         self.per_webhook = Limit("webhook", "webhook", per_webhook, shared or MemoryWindows()) if per_webhook else None
         self._shared = shared

@@ -149,14 +149,14 @@ class _WritingConnection:
     def __init__(self, engine: Engine):
         self._engine = weakref.ref(engine)
         self._connection = None
+        self._close = None  # closes the connection: when dropped, or with this object
 
     def get(self):
         if self._connection is None:
             fairy = self._engine().raw_connection()
             connection = fairy.driver_connection
             fairy.detach()  # this process's own, never handed to another caller by the pool
-            self._connection = connection
-            weakref.finalize(self, connection.close)
+            self._connection, self._close = connection, weakref.finalize(self, connection.close)
         return self._connection
 
     @property
@@ -164,10 +164,10 @@ class _WritingConnection:
         return self._connection is not None
 
     def drop(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
+        close, self._connection, self._close = self._close, None, None
+        if close is not None:
             try:
-                connection.close()
+                close()
             except Exception:  # noqa: BLE001 - a broken connection: nothing more to do with it
                 pass
 
